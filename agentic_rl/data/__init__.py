@@ -1,0 +1,1 @@
+"""Task generators: seeded, deterministic sources of `agentic_rl.types.Task`."""

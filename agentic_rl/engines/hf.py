@@ -1,0 +1,198 @@
+"""The embedded engine: transformers sampling batched across episodes, KV cache kept across turns.
+
+One `HFSession` holds the KV cache of a batch of episodes. A turn appends only the new tokens (the
+prompt on the first turn, an observation later) and decodes until each row stops; the cache is
+kept, so a new turn never re-prefills the conversation so far. Rows of different lengths share one
+cache: padding may sit anywhere in a row (it is masked and given no position), which lets rows
+receive observations of different lengths. Identical prompts (the G samples of a group) are
+prefilled once and the cache rows are copied.
+
+Sampling runs on a bf16 copy of the weights where the CPU has native bf16 (about 5x faster than
+fp32 here); `sync_weights` copies the trained fp32 weights into it after each update.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.precision import inference_dtype
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, precision: str = "auto"):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.dtype = inference_dtype(precision)
+        self._infer = model if self.dtype == torch.float32 else copy.deepcopy(model).to(self.dtype)
+        self._infer.eval()
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_ids = _eos_ids(tokenizer, model)
+        self.version = 0
+
+    def sync_weights(self) -> int:
+        """Copy the policy's weights into the sampling copy; returns the new weight version."""
+        if self._infer is not self.model:
+            with torch.no_grad():
+                src = dict(self.model.named_parameters())
+                for name, p in self._infer.named_parameters():
+                    p.copy_(src[name])
+        self.version += 1
+        return self.version
+
+    def session(self, seed: int = 0) -> HFSession:
+        return HFSession(self, seed)
+
+
+def _eos_ids(tokenizer, model) -> frozenset[int]:
+    ids = {tokenizer.eos_token_id}
+    eos = model.generation_config.eos_token_id
+    ids.update(eos if isinstance(eos, list) else [eos])
+    return frozenset(i for i in ids if i is not None)
+
+
+class HFSession:
+    def __init__(self, engine: HFEngine, seed: int):
+        self.engine = engine
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rows: list[int] = []
+        self.cache: DynamicCache | None = None
+        self.mask = torch.zeros(0, 0, dtype=torch.long)  # (R, L): 1 where the cache holds a real token
+        self.next_pos = torch.zeros(0, dtype=torch.long)  # (R,): position of each row's next token
+        self.pending: dict[int, list[int]] = {}  # sampled last tokens not yet fed to the cache
+
+    @torch.no_grad()
+    def generate(
+        self,
+        new_ids: Mapping[int, Sequence[int]],
+        params: SamplingParams,
+        max_new: Mapping[int, int] | None = None,
+    ) -> dict[int, Sample]:
+        rows = sorted(new_ids)
+        if not rows:
+            return {}
+        chunks = [[*self.pending.pop(r, []), *new_ids[r]] for r in rows]
+        if self.cache is None:
+            logits = self._prefill_first(rows, chunks)
+        else:
+            self._keep(rows)
+            logits = self._append(chunks)
+        limits = [min(params.max_new_tokens, (max_new or {}).get(r, params.max_new_tokens)) for r in rows]
+        return self._decode(rows, logits, params, limits)
+
+    # ------------------------------------------------------------------ cache bookkeeping
+    def _forward(self, ids, mask_new, positions):
+        self.mask = torch.cat([self.mask, mask_new], dim=1)
+        out = self.engine._infer(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.cache = out.past_key_values
+        return out.logits[:, -1, :].float()
+
+    def _prefill_first(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
+        # Prefill each distinct prompt once, then copy cache rows: the G samples of a group share it.
+        uniq: dict[tuple[int, ...], int] = {}
+        for c in chunks:
+            uniq.setdefault(tuple(c), len(uniq))
+        self.cache = DynamicCache()
+        self.mask = torch.zeros(len(uniq), 0, dtype=torch.long)
+        self.next_pos = torch.zeros(len(uniq), dtype=torch.long)
+        logits = self._append([list(u) for u in uniq])
+        index = torch.tensor([uniq[tuple(c)] for c in chunks])
+        self._select(index)
+        self.rows = rows
+        return logits[index]
+
+    def _keep(self, rows: list[int]) -> None:
+        if rows != self.rows:
+            where = {r: i for i, r in enumerate(self.rows)}
+            self._select(torch.tensor([where[r] for r in rows]))
+            self.rows = rows
+
+    def _select(self, index: torch.Tensor) -> None:
+        self.cache.batch_select_indices(index)
+        self.mask = self.mask[index]
+        self.next_pos = self.next_pos[index]
+
+    def _append(self, chunks: list[list[int]]) -> torch.Tensor:
+        """Feed each row its chunk, left-padded within the chunk so every row's last slot is real."""
+        width = max(len(c) for c in chunks)
+        ids = torch.full((len(chunks), width), self.engine.pad_id, dtype=torch.long)
+        mask_new = torch.zeros(len(chunks), width, dtype=torch.long)
+        for i, c in enumerate(chunks):
+            if c:
+                ids[i, width - len(c) :] = torch.tensor(c)
+                mask_new[i, width - len(c) :] = 1
+        positions = self.next_pos[:, None] + (mask_new.cumsum(1) - 1).clamp(min=0)
+        self.next_pos = self.next_pos + mask_new.sum(1)
+        return self._forward(ids, mask_new, positions)
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, rows, logits, params: SamplingParams, limits: list[int]) -> dict[int, Sample]:
+        eng = self.engine
+        n = len(rows)
+        out_ids: list[list[int]] = [[] for _ in range(n)]
+        out_lps: list[list[float]] = [[] for _ in range(n)]
+        reason: list[str | None] = [None] * n
+        while True:
+            sampling = [i for i in range(n) if reason[i] is None]
+            tokens, lps = _sample(logits, params, self.generator)
+            for i in sampling:
+                out_ids[i].append(int(tokens[i]))
+                out_lps[i].append(float(lps[i]))
+                reason[i] = self._stop_reason(out_ids[i], params, limits[i])
+            if all(r is not None for r in reason):
+                # The tokens sampled last are not in the cache yet: the next turn feeds them first.
+                for i in sampling:
+                    self.pending[rows[i]] = [out_ids[i][-1]]
+                break
+            # Rows that sampled this step feed that token (even if it stopped them); others feed pads.
+            live = torch.zeros(n, dtype=torch.long)
+            live[sampling] = 1
+            feed = torch.tensor([out_ids[i][-1] if live[i] else eng.pad_id for i in range(n)])
+            positions = self.next_pos[:, None].clone()
+            self.next_pos = self.next_pos + live
+            logits = self._forward(feed[:, None], live[:, None], positions)
+        texts = eng.tokenizer.batch_decode(out_ids, skip_special_tokens=False)
+        return {
+            r: Sample(tuple(out_ids[i]), tuple(out_lps[i]), texts[i], reason[i] or "length")
+            for i, r in enumerate(rows)
+        }
+
+    def _stop_reason(self, ids: list[int], params: SamplingParams, limit: int) -> str | None:
+        if ids[-1] in self.engine.eos_ids:
+            return "eos"
+        if params.stop_strings:
+            # A stop string such as </tool_call> spans several tokens: check the decoded tail.
+            tail = self.engine.tokenizer.decode(ids[-12:], skip_special_tokens=False)
+            if any(s in tail for s in params.stop_strings):
+                return "stop"
+        if len(ids) >= limit:
+            return "length"
+        return None
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator):
+    """Next tokens (R,) and their logprobs (R,) under the tempered distribution."""
+    if params.temperature == 0:
+        logp = torch.log_softmax(logits, dim=-1)
+        tokens = logp.argmax(dim=-1)
+        return tokens, logp.gather(1, tokens[:, None])[:, 0]
+    logp = torch.log_softmax(logits / params.temperature, dim=-1)
+    probs = logp.exp()
+    if params.top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        outside = sorted_p.cumsum(-1) - sorted_p > params.top_p
+        sorted_p = sorted_p.masked_fill(outside, 0.0)
+        probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
+    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return tokens, logp.gather(1, tokens[:, None])[:, 0]

@@ -1,0 +1,64 @@
+"""A tool-capable ChatML Jinja template, installed on tokenizers whose own template has no tools.
+
+SmolLM2's shipped template renders `content` only: it drops `tool_calls` and shows tool results as a
+role nobody trained on. This template renders exactly what `agentic_rl.envs.formats.HermesFormat`
+renders (a test holds them equal), so a checkpoint saved by us chats with tools in any HF tooling.
+"""
+
+from __future__ import annotations
+
+TOOL_CHATML_TEMPLATE = r"""
+{%- set ns = namespace(system=default_system if default_system is defined else 'You are a helpful AI assistant named SmolLM, trained by Hugging Face', start=0) -%}
+{%- if messages and messages[0]['role'] == 'system' -%}{%- set ns.system = messages[0]['content'] -%}{%- set ns.start = 1 -%}{%- endif -%}
+{{- '<|im_start|>system\n' + ns.system -}}
+{%- if tools -%}
+{{- '\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
+{%- for tool in tools -%}{{- '\n' + (tool | tojson) -}}{%- endfor -%}
+{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>' -}}
+{%- endif -%}
+{{- '<|im_end|>\n' -}}
+{%- for message in messages[ns.start:] -%}
+{%- set prev = messages[ns.start + loop.index0 - 1]['role'] if ns.start + loop.index0 > 0 else '' -%}
+{%- set next = messages[ns.start + loop.index0 + 1]['role'] if not loop.last else '' -%}
+{%- if message['role'] == 'assistant' -%}
+{{- '<|im_start|>assistant\n' + (message['content'] or '') -}}
+{%- for call in (message['tool_calls'] or []) -%}
+{%- set fn = call['function'] if call['function'] is defined else call -%}
+{{- '\n<tool_call>\n{"name": "' + fn['name'] + '", "arguments": ' + (fn['arguments'] if fn['arguments'] is string else (fn['arguments'] | tojson)) + '}\n</tool_call>' -}}
+{%- endfor -%}
+{{- '<|im_end|>\n' -}}
+{%- elif message['role'] == 'tool' -%}
+{%- if prev != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
+{{- '\n<tool_response>\n' + message['content'] + '\n</tool_response>' -}}
+{%- if next != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
+{%- else -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+"""
+
+
+def install_chat_template(tokenizer) -> None:
+    """Give the tokenizer a tool-capable template unless its own already renders tool calls."""
+    if not _renders_tools(tokenizer):
+        tokenizer.chat_template = TOOL_CHATML_TEMPLATE
+
+
+def _renders_tools(tokenizer) -> bool:
+    if not tokenizer.chat_template:
+        return False
+    probe = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "probe_fn", "arguments": {"probe_arg": 7}}}],
+        },
+        {"role": "tool", "name": "probe_fn", "content": "probe_result"},
+    ]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False)
+    except Exception:  # templates raise arbitrary errors on roles they do not know
+        return False
+    return all(s in text for s in ("probe_fn", "probe_arg", "probe_result")) and "<tool_call>" in text

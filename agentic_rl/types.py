@@ -1,0 +1,127 @@
+"""The data contract between stages (DESIGN.md §4-5). Depends on nothing else in the package.
+
+Tokens are the truth: a `Trajectory` keeps the exact ids the engine sampled (`Turn.action_ids`), the
+engine's logprobs of them, and the exact ids of everything inserted between actions (`Turn.obs_ids`:
+the prompt before the first action, tool observations and template glue before later ones). The
+training sequence is their concatenation; nothing downstream re-tokenizes text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem with a checkable answer. `meta` carries generator facts (template, split, difficulty)."""
+
+    id: str
+    prompt: str
+    answer: Any = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One action of the policy and the tokens that preceded it.
+
+    obs_ids: tokens fed to the model before this action (never trained: loss mask 0).
+    action_ids / logprobs: what the engine sampled and its logprobs (loss mask 1).
+    observation: the env's text reply to this action ("" for the final action).
+    """
+
+    obs_ids: tuple[int, ...]
+    action_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    action_text: str
+    stop_reason: str  # "eos" | "stop" (a stop string such as </tool_call>) | "length"
+    observation: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_errors: int = 0
+    reward: float | None = None  # per-turn (process) reward, if any
+
+    def __post_init__(self) -> None:
+        if len(self.action_ids) != len(self.logprobs):
+            raise ValueError(f"{len(self.action_ids)} action ids but {len(self.logprobs)} logprobs")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A whole episode: the turns in order, the outcome reward and how the episode ended."""
+
+    task: Task
+    turns: tuple[Turn, ...]
+    reward: float = 0.0
+    reward_details: Mapping[str, float] = field(default_factory=dict)
+    terminated: bool = False  # the env ended the episode (final answer given)
+    truncated: bool = False  # a budget ended it (max turns, tokens)
+    error: str | None = None
+
+    def token_ids(self) -> list[int]:
+        return [t for turn in self.turns for t in (*turn.obs_ids, *turn.action_ids)]
+
+    def loss_mask(self) -> list[int]:
+        return [m for turn in self.turns for m in (*[0] * len(turn.obs_ids), *[1] * len(turn.action_ids))]
+
+    def sampled_logprobs(self) -> list[float]:
+        """Engine logprobs aligned with `token_ids()`; 0.0 where nothing was sampled."""
+        return [lp for turn in self.turns for lp in (*[0.0] * len(turn.obs_ids), *turn.logprobs)]
+
+    @property
+    def num_generated(self) -> int:
+        return sum(len(t.action_ids) for t in self.turns)
+
+    @property
+    def num_tool_calls(self) -> int:
+        return sum(len(t.tool_calls) + t.tool_errors for t in self.turns)
+
+    @property
+    def num_tool_errors(self) -> int:
+        return sum(t.tool_errors for t in self.turns)
+
+    @property
+    def final_text(self) -> str:
+        return self.turns[-1].action_text if self.turns else ""
+
+
+@dataclass(frozen=True)
+class TrajectoryGroup:
+    """G samples of one task: the unit group-relative advantages are computed over."""
+
+    task: Task
+    trajectories: tuple[Trajectory, ...]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Right-padded training tensors, all (B, T). Tensors are typed Any so this module needs no torch.
+
+    loss_mask is 1 exactly on sampled tokens; advantages, old and ref logprobs are 0 elsewhere.
+    `logits_to_keep`-style shifting is the trainer's job: position t holds the logprob of token t.
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    loss_mask: Any
+    advantages: Any
+    old_logprobs: Any
+    ref_logprobs: Any | None = None
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def flatten_groups(groups: Sequence[TrajectoryGroup]) -> list[Trajectory]:
+    return [t for g in groups for t in g.trajectories]
