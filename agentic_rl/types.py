@@ -106,12 +106,15 @@ class TrajectoryGroup:
 
 @dataclass(frozen=True)
 class Batch:
-    """Right-padded training tensors, all (B, T). Tensors are typed Any so this module needs no torch.
+    """One micro-batch of training rows. Tensors are typed Any so this module needs no torch.
 
-    loss_mask is 1 exactly on sampled tokens; advantages, old and ref logprobs are 0 elsewhere.
-    `logits_to_keep`-style shifting is the trainer's job: position t holds the logprob of token t.
+    Every row starts with the same `prefix_ids` (the longest common prefix of the rows: a group's
+    prompt), which the trainer forwards once and shares; `input_ids` (B, T) are the rest of each row,
+    right-padded. loss_mask is 1 exactly on sampled tokens; advantages, old and ref logprobs are 0
+    elsewhere. Position t of every (B, T) tensor is about token input_ids[:, t].
     """
 
+    prefix_ids: tuple[int, ...]
     input_ids: Any
     attention_mask: Any
     loss_mask: Any

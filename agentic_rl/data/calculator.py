@@ -34,6 +34,7 @@ _RANGES = {  # number sizes per difficulty: how many digits the model would have
     "big": {1: (100, 999), 2: (1000, 9999), 3: (10000, 99999)},
 }
 NAMES = ("Ana", "Ben", "Carla", "David", "Elena", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kemi", "Leo")
+_GENERIC_NOTE = "I need to compute {step}."
 _TOOL_PHRASES = (
     "I will use the calculator.",
     "Let me use the calculator.",
@@ -174,9 +175,8 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
         ("{qty} * {price}", "{paid} - {prev}"), "{paid} - {qty} * {price}",
         ("The books cost {step} dollars.", "The change is {step} dollars.")),
     Template("apple_share", "two_step",
-        ("A farmer packs {boxes} boxes with {per} apples each. "
-         "The apples are shared equally among {stores} stores. "
-         "How many apples does each store get?",
+        ("A farmer packs {boxes} boxes with {per} apples each. The apples are shared equally among "
+         "{stores} stores. How many apples does each store get?",
          "{boxes} bags hold {per} apples each. All the apples are divided equally between {stores} shops. "
          "How many apples does each shop receive?"),
         {"stores": "count", "per": "value", "boxes": lambda v, rng, d: v["stores"] * rng.randint(2, 6)},
@@ -209,10 +209,10 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
         {"name": NAMES, "wage": "value", "hours": "count"},
         ("{wage} * {hours}",), "{wage} * {hours}", ("The pay is {step} dollars.",)),
     Template("reading_plan", "one_step",
-        ("{name} wants to read a {pages}-page book in {days} days, "
-         "reading the same number of pages every day. "
-         "How many pages is that per day?",
-         "To finish {pages} pages in exactly {days} days at an even pace, how many pages must be read daily?"),
+        ("{name} wants to read a {pages}-page book in {days} days, reading the same number of pages every "
+         "day. How many pages is that per day?",
+         "To finish {pages} pages in exactly {days} days at an even pace, "
+         "how many pages must be read daily?"),
         {"name": NAMES, "days": "count", "per": "value", "pages": _product("days", "per")},
         ("{pages} / {days}",), "{pages} / {days}", ("That is {step} pages per day.",)),
     Template("tower_diff", "one_step",
@@ -243,9 +243,8 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
         ("{rate} * {days}", "{tank} - {prev}"), "{tank} - {rate} * {days}",
         ("In total {step} liters are used.", "The supply left is {step} liters.")),
     Template("ticket_split", "two_step",
-        ("Tickets are {price} dollars apiece. "
-         "A group of {friends} friends buys {tickets} tickets and splits the bill "
-         "evenly. What does each friend pay, in dollars?",),
+        ("Tickets are {price} dollars apiece. A group of {friends} friends buys {tickets} tickets and "
+         "splits the bill evenly. What does each friend pay, in dollars?",),
         {"friends": "count", "price": "value", "tickets": lambda v, rng, d: v["friends"] * rng.randint(2, 5)},
         ("{tickets} * {price}", "{prev} / {friends}"), "{tickets} * {price} / {friends}",
         ("The bill is {step} dollars.", "Each friend pays {step} dollars.")),
@@ -351,10 +350,14 @@ def demonstration(task: Task, seed: int | str | None = None) -> list[dict[str, A
     values = task.meta.get("values", {})
     messages: list[dict[str, Any]] = []
     for i, step in enumerate(task.meta["steps"]):
-        note = template.notes[i] if template is not None and i < len(template.notes) else "I need {step}."
+        note = template.notes[i] if template is not None and i < len(template.notes) else _GENERIC_NOTE
         note = rng.choice(note) if isinstance(note, tuple) else note
+        try:
+            sentence = note.format(**values, step=step)
+        except KeyError:  # a task built elsewhere, without the slot values this note names
+            sentence = _GENERIC_NOTE.format(step=step)
         call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": step}}}
-        content = f"{note.format(**values, step=step)} {rng.choice(_TOOL_PHRASES)}"
+        content = f"{sentence} {rng.choice(_TOOL_PHRASES)}"
         messages.append({"role": "assistant", "content": content, "tool_calls": [call]})
         messages.append({"role": "tool", "name": "calculator", "content": calculator(step)})
     messages.append(

@@ -1,0 +1,81 @@
+"""`agentic-rl train | eval`: the command line. Errors a user can fix print one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentic-rl", description="Train LLM agents with RL over tool-using trajectories.")
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="run a recipe: baselines, SFT, RL, held-out eval")
+    t.add_argument("config", help="recipe YAML, e.g. recipes/calculator.yaml")
+    t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe field, e.g. --set rl.steps=10 (repeatable)")
+    e = sub.add_parser("eval", help="evaluate a checkpoint on the recipe's held-out splits or your own tasks")
+    e.add_argument("config")
+    e.add_argument("--checkpoint", required=True, help="a checkpoint directory (runs/NAME/checkpoints/...)")
+    e.add_argument("--tasks", help="JSONL file, one task per line with 'prompt' and 'answer'")
+    e.add_argument("--fewshot", action="store_true", help="prompt with the env's worked examples")
+    e.add_argument("--out", help="where to write the eval JSON (default: <checkpoint>/eval.json)")
+    e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from agentic_rl.trainer.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+        if args.command == "eval":
+            _check_path(args.checkpoint, "--checkpoint")
+            if args.tasks:
+                _check_path(args.tasks, "--tasks")
+            cfg.model.name = args.checkpoint
+            return _eval(cfg, args)
+        from agentic_rl.trainer.loop import train
+
+        results = train(cfg)
+    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"agentic-rl: error: {msg}", file=sys.stderr)
+        return 2
+    print(json.dumps(_summary(results), indent=2))
+    print(f"run folder: {cfg.run_dir}")
+    return 0
+
+
+def _check_path(path: str, flag: str) -> None:
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{flag}: {path} does not exist")
+
+
+def _eval(cfg, args) -> int:
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.trainer.evaluate import evaluate, load_task_file
+    from agentic_rl.trainer.loop import prepare
+
+    model, tokenizer, spec = prepare(cfg)
+    tasks = load_task_file(args.tasks) if args.tasks else None
+    result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
+    out = Path(args.out) if args.out else Path(args.checkpoint) / "eval.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(_summary({"eval": result}), indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+def _summary(results: dict) -> dict:
+    """Accuracy per stage and split, without the samples."""
+    return {
+        stage: {k: (v["accuracy"] if isinstance(v, dict) else v) for k, v in r.items()} if stage != "timing_s" else r
+        for stage, r in results.items()
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

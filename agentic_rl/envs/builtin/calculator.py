@@ -1,0 +1,54 @@
+"""The main job's env: arithmetic and word problems solved by calling a calculator tool.
+
+Options (from the recipe's `env_options`):
+  fewshot: bool   prepend two worked examples as real chat turns (the prompt-engineering baseline)
+  format_weight   the gated format term of the reward (counts only when the answer is wrong)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentic_rl.data import calculator as data
+from agentic_rl.envs.base import ToolEnv
+from agentic_rl.envs.registry import EnvSpec, register_env
+from agentic_rl.rewards.base import NumericAnswerReward
+from agentic_rl.tools.calculator import calculator
+
+SYSTEM_PROMPT = (
+    "You are a careful math assistant with a calculator tool. Do not do arithmetic in your head: "
+    "write the calculation as an expression and call the calculator with it. When you have the "
+    "result, give the final answer as a number inside <answer></answer> tags."
+)
+
+
+def fewshot_messages() -> list[dict]:
+    """Two worked examples (a bare expression and a two-step word problem) from the train templates."""
+    tasks = data.make_tasks(40, seed=777, split="train")
+    picks = [next(t for t in tasks if t.meta["family"] == f) for f in ("bare", "two_step")]
+    messages: list[dict] = []
+    for task in picks:
+        messages += [{"role": "user", "content": task.prompt}, *data.demonstration(task, seed=0)]
+    return messages
+
+
+def make_env(options: Mapping[str, Any]) -> ToolEnv:
+    fewshot = fewshot_messages() if options.get("fewshot") else ()
+    return ToolEnv([calculator], SYSTEM_PROMPT, fewshot=fewshot, timeout_s=float(options.get("tool_timeout_s", 5.0)))
+
+
+def tasks(split: str, n: int, seed: int):
+    return data.make_tasks(n, seed=seed, split=split)
+
+
+SPEC = register_env(
+    EnvSpec(
+        name="calculator",
+        make_env=make_env,
+        make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1))),
+        tasks=tasks,
+        splits=data.SPLITS,
+        demonstration=data.demonstration,
+    )
+)

@@ -1,0 +1,56 @@
+"""The env registry: a name -> EnvSpec dict. Third parties add theirs with `register_env` or through
+the `agentic_rl.envs` entry-point group (a callable returning an EnvSpec)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from agentic_rl.envs.base import Env
+from agentic_rl.rewards.base import RewardFn
+from agentic_rl.types import Task
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything a recipe needs from an env: episodes, the outcome reward, tasks and demonstrations.
+
+    make_env(options) builds one env per episode; make_reward(options) the outcome reward;
+    tasks(split, n, seed) draws tasks;
+    demonstration(task) returns the messages after the user turn that solve it (for SFT), if known.
+    """
+
+    name: str
+    make_env: Callable[[Mapping[str, Any]], Env]
+    make_reward: Callable[[Mapping[str, Any]], RewardFn]
+    tasks: Callable[[str, int, int], list[Task]]
+    splits: tuple[str, ...]
+    demonstration: Callable[[Task], list[dict]] | None = None
+
+
+ENVS: dict[str, EnvSpec] = {}
+
+
+def register_env(spec: EnvSpec) -> EnvSpec:
+    if spec.name in ENVS:
+        raise ValueError(f"env {spec.name!r} is already registered")
+    ENVS[spec.name] = spec
+    return spec
+
+
+def get_env(name: str) -> EnvSpec:
+    if not ENVS:
+        _load_builtin()
+    if name not in ENVS:
+        for ep in entry_points(group="agentic_rl.envs"):
+            if ep.name == name:
+                register_env(ep.load()())
+    if name not in ENVS:
+        raise KeyError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
+    return ENVS[name]
+
+
+def _load_builtin() -> None:
+    from agentic_rl.envs.builtin import calculator  # noqa: F401  (registers itself)

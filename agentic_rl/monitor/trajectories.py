@@ -1,0 +1,51 @@
+"""Trajectory files: one JSON line per episode with the exact tokens, mask, logprobs and text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentic_rl.types import Trajectory
+
+
+def trajectory_record(t: Trajectory, tokenizer, advantage: float | None = None) -> dict:
+    return {
+        "task_id": t.task.id,
+        "prompt": t.task.prompt,
+        "answer": t.task.answer,
+        "meta": dict(t.task.meta),
+        "reward": t.reward,
+        "reward_details": dict(t.reward_details),
+        "advantage": advantage,
+        "terminated": t.terminated,
+        "truncated": t.truncated,
+        "error": t.error,
+        "turns": [
+            {
+                "obs_text": tokenizer.decode(turn.obs_ids, skip_special_tokens=False),
+                "obs_ids": list(turn.obs_ids),
+                "action_text": turn.action_text,
+                "action_ids": list(turn.action_ids),
+                "logprobs": [round(x, 5) for x in turn.logprobs],
+                "stop_reason": turn.stop_reason,
+                "observation": turn.observation,
+                "tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in turn.tool_calls],
+                "tool_errors": turn.tool_errors,
+                "reward": turn.reward,
+            }
+            for turn in t.turns
+        ],
+        "token_ids": t.token_ids(),
+        "loss_mask": t.loss_mask(),
+    }
+
+
+def write_trajectories(
+    path: Path, trajectories: Sequence[Trajectory], tokenizer, advantages: Sequence[float] | None = None
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for i, t in enumerate(trajectories):
+            adv = None if advantages is None else float(advantages[i])
+            f.write(json.dumps(trajectory_record(t, tokenizer, adv)) + "\n")

@@ -1,0 +1,59 @@
+"""Reward functions: `(task, trajectory) -> Score`, and the gated outcome + format composition."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentic_rl.types import Task, Trajectory
+
+
+@dataclass(frozen=True)
+class Score:
+    value: float
+    details: Mapping[str, float] = field(default_factory=dict)
+    cost: float = 0.0  # seconds or money spent verifying, for the verifier ladder
+
+
+class RewardFn(Protocol):
+    def __call__(self, task: Task, trajectory: Trajectory) -> Score: ...
+
+
+_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def extract_answer(text: str) -> str | None:
+    """Content of the last <answer>...</answer>, or None."""
+    found = _ANSWER_RE.findall(text)
+    return found[-1].strip() if found else None
+
+
+def parse_number(text: str | None) -> float | None:
+    """The answer tag's number: "449", "-3", "1,200", "449." and "x = 449" all parse; prose does not."""
+    if text is None:
+        return None
+    cleaned = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text).strip().rstrip(".")
+    numbers = _NUMBER_RE.findall(cleaned)
+    return float(numbers[-1]) if len(numbers) >= 1 and len(cleaned) <= 40 else None
+
+
+@dataclass(frozen=True)
+class NumericAnswerReward:
+    """Outcome 1.0 when the final action's <answer> equals the task's numeric answer.
+
+    The format term (an answer tag present, every tool call well-formed) is small and gated: it only
+    counts when the outcome is 0, so format can never outweigh correctness.
+    """
+
+    format_weight: float = 0.1
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        answer = extract_answer(trajectory.final_text)
+        got = parse_number(answer)
+        correct = float(got is not None and abs(got - float(task.answer)) < 1e-6)
+        well_formed = float(answer is not None and trajectory.num_tool_errors == 0 and trajectory.terminated)
+        value = correct if correct else self.format_weight * well_formed
+        return Score(value, {"correct": correct, "format": well_formed})

@@ -1,0 +1,26 @@
+"""Attach outcome rewards to trajectories. A reward function that raises scores its episode 0 and
+records the error; it never takes the batch down."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from agentic_rl.rewards.base import RewardFn
+from agentic_rl.types import Trajectory, TrajectoryGroup
+
+
+def score_trajectory(reward_fn: RewardFn, t: Trajectory) -> Trajectory:
+    if t.error and not t.turns:
+        return dataclasses.replace(t, reward=0.0, reward_details={"correct": 0.0})
+    try:
+        score = reward_fn(t.task, t)
+    except Exception as e:
+        return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}")
+    return dataclasses.replace(t, reward=float(score.value), reward_details=dict(score.details))
+
+
+def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    return [
+        TrajectoryGroup(g.task, tuple(score_trajectory(reward_fn, t) for t in g.trajectories)) for g in groups
+    ]

@@ -1,0 +1,40 @@
+"""Demonstrations as trajectories: the same token layout the rollout produces, so SFT trains on
+exactly what the policy will later sample (actions) and read (prompt, glue, tool results)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.formats import IM_END
+from agentic_rl.types import Task, Trajectory, Turn
+
+
+def demonstration_trajectory(task: Task, env: Env, demo: Sequence[Mapping], tokenizer) -> Trajectory:
+    """demo: the messages after the user turn (assistant actions and tool results, in order).
+
+    A tool-calling action ends at </tool_call>, where generation stops; the engine never samples the
+    <|im_end|> after it, so that token is glue (masked). A final action ends with <|im_end|>, which the
+    policy must learn to emit, so it is part of the action (trained).
+    """
+    fmt = env.format
+    fed = tokenizer.encode(fmt.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False)
+    turns: list[Turn] = []
+    i = 0
+    while i < len(demo):
+        msg = demo[i]
+        if msg["role"] != "assistant":
+            raise ValueError(f"demonstration message {i} should be an assistant action, got {msg['role']}")
+        calls = bool(msg.get("tool_calls"))
+        text = fmt.render_assistant_body(msg) + ("" if calls else IM_END)
+        ids = tuple(tokenizer.encode(text, add_special_tokens=False))
+        j = i + 1
+        while j < len(demo) and demo[j]["role"] == "tool":
+            j += 1
+        observation = demo[i + 1 : j]
+        turns.append(Turn(tuple(fed), ids, (0.0,) * len(ids), text, "stop" if calls else "eos",
+                          observation="".join(m["content"] for m in observation)))
+        if observation:
+            fed = tokenizer.encode(fmt.render_observation(observation, action_closed=False), add_special_tokens=False)
+        i = j
+    return Trajectory(task=task, turns=tuple(turns), reward=1.0, terminated=True)

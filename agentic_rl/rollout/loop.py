@@ -1,0 +1,133 @@
+"""The agent loop: policy x env -> Trajectory, for a whole batch of episodes at once.
+
+All episodes of a batch decode together in one engine session (their KV caches kept across turns);
+after each turn every env steps on its action, and only the episodes that go on receive their
+observation tokens. The loop records the exact ids it fed and the exact ids it sampled, so the
+training sequence is the sampled sequence (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agentic_rl.engines.base import Engine, SamplingParams
+from agentic_rl.envs.base import Env, StepResult
+from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_turns: int = 4
+    max_new_tokens: int = 128  # per turn
+    max_episode_tokens: int = 512  # generated tokens per episode, all turns
+
+
+@dataclass
+class _Episode:
+    task: Task
+    env: Env
+    turns: list[Turn] = field(default_factory=list)
+    fed: list[int] = field(default_factory=list)  # ids fed before the next action
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def generated(self) -> int:
+        return sum(len(t.action_ids) for t in self.turns)
+
+
+@dataclass(frozen=True)
+class RolloutStats:
+    seconds: float
+    episodes: int
+    generated_tokens: int
+
+
+def rollout(
+    engine: Engine,
+    tokenizer,
+    make_env: Callable[[], Env],
+    tasks: Sequence[Task],
+    group_size: int,
+    params: SamplingParams,
+    budget: Budget,
+    seed: int = 0,
+) -> tuple[list[TrajectoryGroup], RolloutStats]:
+    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset)."""
+    start = time.perf_counter()
+    episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
+    session = engine.session(seed)
+    feeding = {i: ep.fed for i, ep in enumerate(episodes) if not ep.error}
+    while feeding:
+        room = {i: budget.max_episode_tokens - episodes[i].generated for i in feeding}
+        samples = session.generate(feeding, params, max_new=room)
+        feeding = {}
+        for i, sample in samples.items():
+            ep = episodes[i]
+            result = _step(ep.env, sample.text)
+            obs_ids = _observe(ep, sample, result, tokenizer, budget)
+            ep.turns.append(
+                Turn(
+                    obs_ids=tuple(ep.fed),
+                    action_ids=sample.ids,
+                    logprobs=sample.logprobs,
+                    action_text=sample.text,
+                    stop_reason=sample.stop_reason,
+                    observation="".join(m["content"] for m in result.observation),
+                    tool_calls=result.tool_calls,
+                    tool_errors=result.tool_errors,
+                    reward=result.reward or None,
+                )
+            )
+            if obs_ids is not None:
+                ep.fed = obs_ids
+                feeding[i] = obs_ids
+    groups = [
+        TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
+        for k, task in enumerate(tasks)
+    ]
+    generated = sum(ep.generated for ep in episodes)
+    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated)
+
+
+def _start(task: Task, env: Env, tokenizer) -> _Episode:
+    ep = _Episode(task, env)
+    try:
+        text = env.format.render_prompt(env.reset(task), env.tool_schemas)
+        ep.fed = tokenizer.encode(text, add_special_tokens=False)
+    except Exception as e:  # a broken task or env costs its episode, not the batch
+        ep.error = f"reset failed: {type(e).__name__}: {e}"
+    return ep
+
+
+def _step(env: Env, action: str) -> StepResult:
+    try:
+        return env.step(action)
+    except Exception as e:
+        return StepResult(truncated=True, info={"error": f"env.step raised {type(e).__name__}: {e}"})
+
+
+def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget) -> list[int] | None:
+    """Observation ids to feed next, or None when the episode is over (and why is recorded)."""
+    if result.info.get("error"):
+        ep.error = result.info["error"]
+    if result.terminated or result.truncated:
+        # A final action cut by the token limit is a truncation, not an answer the model chose.
+        cut = sample.stop_reason == "length"
+        ep.terminated, ep.truncated = result.terminated and not cut, result.truncated or cut
+        return None
+    out_of_room = ep.generated + len(sample.ids) >= budget.max_episode_tokens
+    if len(ep.turns) + 1 >= budget.max_turns or out_of_room:
+        ep.truncated = True
+        return None
+    glue = ep.env.format.render_observation(result.observation, action_closed=sample.stop_reason == "eos")
+    return tokenizer.encode(glue, add_special_tokens=False)
+
+
+def _finish(ep: _Episode) -> Trajectory:
+    return Trajectory(
+        task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated, error=ep.error
+    )

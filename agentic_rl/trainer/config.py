@@ -1,0 +1,199 @@
+"""The typed recipe: sections of flat dataclasses, each default defined once, validated on load.
+
+A recipe YAML holds the same sections; `--set section.key=value` overrides one field. Unknown keys,
+wrong types and out-of-range values fail with one message naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ModelConfig:
+    name: str = "smollm2"  # "smollm2" (packaged), "tiny", a local HF directory or a hub id
+    precision: str = "auto"  # auto | bf16 | fp32: bf16 autocast where the CPU/GPU runs it natively
+    lora_rank: int = 0  # 0 = full fine-tune
+    lora_alpha: int = 32
+    threads: int = 0  # torch threads; 0 = torch's default
+
+
+@dataclass
+class EnvConfig:
+    name: str = "calculator"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_turns: int = 4
+    max_new_tokens: int = 96  # per turn
+    max_episode_tokens: int = 256  # generated tokens per episode
+
+
+@dataclass
+class SFTConfig:
+    examples: int = 0  # demonstrations to train on; 0 skips SFT
+    batch_size: int = 8
+    lr: float = 5e-5
+    epochs: int = 1
+    seed: int = 1
+
+
+@dataclass
+class RLConfig:
+    steps: int = 0  # 0 skips RL
+    tasks_per_step: int = 4
+    group_size: int = 8
+    lr: float = 1e-6
+    advantage: str = "grpo"
+    policy_loss: str = "ppo_clip"
+    aggregation: str = "token-mean"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    max_grad_norm: float = 1.0
+    seed: int = 2
+
+
+@dataclass
+class EvalConfig:
+    tasks_per_split: int = 200
+    splits: list[str] = field(default_factory=lambda: ["heldout_in", "heldout_out"])
+    baselines: bool = True  # also evaluate the untrained model zero-shot and few-shot
+    batch_size: int = 64
+    seed: int = 12345
+
+
+@dataclass
+class LogConfig:
+    tensorboard: bool = True
+    trajectories_per_step: int = 8  # written to trajectories/*.jsonl
+    progress: bool = True
+
+
+@dataclass
+class Config:
+    name: str = "run"
+    output_dir: str = ""  # default: runs/<name>
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir or Path("runs") / self.name)
+
+
+_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "sft.examples": 0, "sft.batch_size": 1,
+             "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
+             "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"recipe file not found: {path}")
+        raw = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: a recipe must be a mapping of sections")
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        _assign(raw, key.strip().split("."), yaml.safe_load(value))
+    cfg = _build(Config, raw, "")
+    _check(cfg)
+    return cfg
+
+
+def _assign(raw: dict, keys: list[str], value: Any) -> None:
+    for k in keys[:-1]:
+        raw = raw.setdefault(k, {})
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{'.'.join(keys)}: {k} is not a section")
+    raw[keys[-1]] = value
+
+
+def _build(cls, raw: Any, where: str):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'recipe'}: expected a section (mapping), got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in names:
+            raise ConfigError(f"unknown key {where}{key!r}; known: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in raw.items():
+        tp = hints[name]
+        key = f"{where}{name}"
+        kwargs[name] = _build(tp, value, key + ".") if dataclasses.is_dataclass(tp) else _coerce(tp, value, key)
+    return cls(**kwargs)
+
+
+def _coerce(tp, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arm in typing.get_args(tp):
+            try:
+                return _coerce(arm, value, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}: {value!r} is not a {tp}")
+    if origin is not None:  # list[...] / dict[...]
+        if not isinstance(value, origin):
+            raise ConfigError(f"{key}: expected a {origin.__name__}, got {value!r}")
+        return value
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{key}: expected null")
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is Any or (isinstance(value, tp) and not (tp is int and isinstance(value, bool))):
+        return value
+    raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+
+
+def _check(cfg: Config) -> None:
+    for key, low in _POSITIVE.items():
+        section, name = key.split(".")
+        if getattr(getattr(cfg, section), name) < low:
+            raise ConfigError(f"{key} must be >= {low}")
+    if not 0 < cfg.rollout.top_p <= 1:
+        raise ConfigError("rollout.top_p must be in (0, 1]")
+    if cfg.rollout.temperature < 0:
+        raise ConfigError("rollout.temperature must be >= 0")
+    if cfg.model.precision not in ("auto", "bf16", "fp32"):
+        raise ConfigError("model.precision must be auto, bf16 or fp32")
+    if cfg.rl.steps and cfg.rl.group_size < 2:
+        raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
+    for key in ("rl.lr", "sft.lr"):
+        section, name = key.split(".")
+        if getattr(getattr(cfg, section), name) <= 0:
+            raise ConfigError(f"{key} must be > 0")
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)

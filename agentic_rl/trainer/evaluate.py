@@ -1,0 +1,74 @@
+"""Held-out evaluation: greedy episodes on each split, scored by the env's reward."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.envs.registry import EnvSpec
+from agentic_rl.monitor.metrics import rollout_metrics
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer.config import Config
+from agentic_rl.types import Task
+
+
+def load_task_file(path: str | Path) -> list[Task]:
+    """A user's own tasks: one JSON object per line with `prompt` and `answer`."""
+    tasks = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tasks.append(Task(id=str(row.get("id", f"custom-{n}")), prompt=row["prompt"], answer=row["answer"],
+                              meta={"split": "custom"}))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{n}: expected a JSON object with 'prompt' and 'answer' ({e})") from None
+    if not tasks:
+        raise ValueError(f"{path}: no tasks")
+    return tasks
+
+
+def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[Task], fewshot: bool,
+                   label: str) -> dict:
+    options = {**cfg.env.options, "fewshot": fewshot}
+    reward_fn = spec.make_reward(options)
+    params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
+                            stop_strings=spec.make_env(options).format.stop_strings)
+    budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
+    groups = []
+    size = cfg.eval.batch_size
+    for k in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
+        out, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks[k : k + size], 1, params, budget)
+        groups += score_groups(reward_fn, out)
+    m = rollout_metrics(groups)
+    return {
+        "n": len(groups),
+        "accuracy": m["accuracy"],
+        "format_rate": m["format_rate"],
+        "tool_calls_per_episode": m["tool_calls_per_episode"],
+        "tool_error_rate": m["tool_error_rate"],
+        "turns_per_episode": m["turns_per_episode"],
+        "truncation_rate": m["truncation_rate"],
+        "tokens_generated": m["tokens_generated"],
+        "samples": [{"prompt": g.task.prompt, "answer": g.task.answer, "output": " | ".join(
+            t.action_text for t in g.trajectories[0].turns), "reward": g.trajectories[0].reward} for g in groups[:3]],
+    }
+
+
+def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = False, label: str = "",
+             tasks: Sequence[Task] | None = None) -> dict:
+    """{split: metrics, ..., "overall": accuracy over all evaluated tasks}."""
+    if tasks is not None:
+        splits = {"custom": list(tasks)}
+    else:
+        splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
+    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}") for s, ts in splits.items()}
+    result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
+    return result

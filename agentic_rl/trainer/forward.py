@@ -1,0 +1,74 @@
+"""Model forward passes for training: per-token logprobs of a micro-batch, sharing its common prefix.
+
+The rows of a GRPO micro-batch (the G samples of one task) share their prompt, usually most of each
+row. The prefix is forwarded once, with gradient, and its KV cache is repeated for every row; only
+the rows' own tokens are forwarded per row. This is exact (the gradient flows through the shared
+prefix into every row) and cuts the training compute by the prompt's share of the tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from agentic_rl.types import Batch, Trajectory
+
+
+def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
+    """Longest common prefix, leaving every row at least one token of its own."""
+    limit = min(len(r) for r in rows) - 1
+    n = 0
+    while n < limit and all(r[n] == rows[0][n] for r in rows):
+        n += 1
+    return n
+
+
+def make_batch(trajectories: Sequence[Trajectory], advantages: Sequence[float], pad_id: int) -> Batch:
+    """Rows = the trajectories' exact token sequences; each sample's advantage on its sampled tokens."""
+    rows = [t.token_ids() for t in trajectories]
+    masks = [t.loss_mask() for t in trajectories]
+    lps = [t.sampled_logprobs() for t in trajectories]
+    p = common_prefix_len(rows)
+    width = max(len(r) for r in rows) - p
+    B = len(rows)
+    input_ids = torch.full((B, width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros(B, width, dtype=torch.long)
+    loss_mask = torch.zeros(B, width)
+    adv = torch.zeros(B, width)
+    old = torch.zeros(B, width)
+    for i, (row, mask, lp) in enumerate(zip(rows, masks, lps)):
+        n = len(row) - p
+        input_ids[i, :n] = torch.tensor(row[p:])
+        attention_mask[i, :n] = 1
+        loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
+        adv[i, :n] = loss_mask[i, :n] * advantages[i]
+        old[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
+    return Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
+
+
+def token_logprobs(model, batch: Batch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logprobs_BT, entropy_BT) of each input token under `model` (entropy detached, for metrics).
+
+    Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]). Padding positions hold
+    garbage: callers multiply by the loss mask.
+    """
+    ids, attn = batch.input_ids, batch.attention_mask
+    B = ids.shape[0]
+    if batch.prefix_ids:
+        prefix = torch.tensor([batch.prefix_ids])
+        head = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+        cache = head.past_key_values
+        cache.batch_repeat_interleave(B)
+        full_mask = torch.cat([torch.ones(B, prefix.shape[1], dtype=attn.dtype), attn], dim=1)
+        body = model(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=True)
+        logits = torch.cat([head.logits[:, -1:].expand(B, 1, -1), body.logits[:, :-1]], dim=1)
+    else:
+        # No shared prefix: token 0 of each row has no prediction (it is prompt, masked anyway).
+        out = model(input_ids=ids, attention_mask=attn)
+        logits = torch.cat([out.logits[:, :1] * 0, out.logits[:, :-1]], dim=1)
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    token_lp = logp.gather(-1, ids[..., None])[..., 0]
+    with torch.no_grad():
+        entropy = -(logp.exp() * logp).sum(-1)
+    return token_lp, entropy

@@ -1,0 +1,70 @@
+"""`train(cfg)`: the whole run, top to bottom — baselines, SFT, RL, held-out evaluation."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import numpy as np
+import torch
+import yaml
+
+from agentic_rl.engines.hf import HFEngine
+from agentic_rl.envs.registry import get_env
+from agentic_rl.models.loader import load_model
+from agentic_rl.models.lora import apply_lora
+from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.trainer.checkpoint import save_checkpoint
+from agentic_rl.trainer.config import Config, to_dict
+from agentic_rl.trainer.evaluate import evaluate
+from agentic_rl.trainer.stages import run_rl, run_sft
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def prepare(cfg: Config):
+    """Seeds, threads, the policy (with LoRA if asked) and the env spec."""
+    seed_everything(cfg.seed)
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
+    model, tokenizer = load_model(cfg.model.name, seed=cfg.seed)
+    if cfg.model.lora_rank:
+        model = apply_lora(model, cfg.model.lora_rank, cfg.model.lora_alpha)
+    return model, tokenizer, get_env(cfg.env.name)
+
+
+def train(cfg: Config) -> dict:
+    run_dir = cfg.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    model, tokenizer, spec = prepare(cfg)
+    engine = HFEngine(model, tokenizer, cfg.model.precision)
+    logger = MetricsLogger(run_dir, cfg.log.tensorboard)
+    results: dict = {"timing_s": {}}
+
+    def timed(name: str, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        results["timing_s"][name] = round(time.perf_counter() - t0, 1)
+        return out
+
+    if cfg.eval.baselines:
+        results["base_zero_shot"] = timed("eval_base_zero_shot", lambda: evaluate(engine, tokenizer, spec, cfg, False, "base"))
+        results["base_few_shot"] = timed("eval_base_few_shot", lambda: evaluate(engine, tokenizer, spec, cfg, True, "base few-shot"))
+    if cfg.sft.examples:
+        timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
+        engine.sync_weights()
+        save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
+        results["sft"] = timed("eval_sft", lambda: evaluate(engine, tokenizer, spec, cfg, False, "sft"))
+    if cfg.rl.steps:
+        timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger))
+        save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "rl")
+        results["rl"] = timed("eval_rl", lambda: evaluate(engine, tokenizer, spec, cfg, False, "rl"))
+    logger.close()
+    (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+    return results

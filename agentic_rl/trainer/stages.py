@@ -1,0 +1,84 @@
+"""The stages `train()` calls: SFT on demonstrations and the GRPO loop, each logging its steps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from tqdm import tqdm
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.envs.registry import EnvSpec
+from agentic_rl.models.lora import is_lora
+from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.monitor.metrics import rollout_metrics
+from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.demos import demonstration_trajectory
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.rl import compute_advantages, rl_update
+from agentic_rl.trainer.sft import sft_train
+
+
+def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
+    if spec.demonstration is None:
+        raise ValueError(f"env {spec.name!r} has no demonstrations: set sft.examples: 0")
+    env = spec.make_env(cfg.env.options)
+    tasks = spec.tasks("train", cfg.sft.examples, cfg.sft.seed)
+    demos = [demonstration_trajectory(t, env, spec.demonstration(t), tokenizer) for t in tasks]
+    total = cfg.sft.epochs * -(-len(demos) // cfg.sft.batch_size)
+    bar = tqdm(total=total, desc="sft", disable=not cfg.log.progress)
+
+    def on_step(step: int, metrics: dict) -> None:
+        bar.update(1)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+        logger.log({"step": step, "stage": "sft", **metrics, "time_train_s": metrics["time_step_s"]})
+
+    sft_train(model, demos, cfg.sft.lr, cfg.sft.batch_size, cfg.sft.epochs, tokenizer.pad_token_id,
+              cfg.model.precision, cfg.sft.seed, on_step)
+    bar.close()
+
+
+def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
+           on_step: Callable[[int], None] = lambda step: None) -> None:
+    rl, ro = cfg.rl, cfg.rollout
+    make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
+    reward_fn = spec.make_reward(cfg.env.options)
+    params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
+    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
+    tasks = spec.tasks("train", rl.steps * rl.tasks_per_step, rl.seed)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.lr, weight_decay=0.0)
+    ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
+    bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
+    for step in bar:
+        t0 = time.perf_counter()
+        batch_tasks = tasks[(step - 1) * rl.tasks_per_step : step * rl.tasks_per_step]
+        groups, stats = rollout(engine, tokenizer, make_env, batch_tasks, rl.group_size, params, budget,
+                                seed=rl.seed * 1_000_003 + step)
+        groups = score_groups(reward_fn, groups)
+        metrics = rollout_metrics(groups)
+        metrics.update(rl_update(model, optimizer, groups, cfg, tokenizer.pad_token_id, ref_model))
+        version = engine.sync_weights()
+        advantages = compute_advantages(groups, rl.advantage).flatten().tolist()
+        trajs = [t for g in groups for t in g.trajectories]
+        k = cfg.log.trajectories_per_step
+        write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k])
+        record = {"step": step, "stage": "rl", **metrics, "weight_version": version,
+                  "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
+                  "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9)}
+        logger.log(record)
+        bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
+        on_step(step)
+
+
+def _reference(model):
+    """Frozen copy of the policy as it enters RL (the SFT model): the KL anchor."""
+    import copy
+
+    ref = copy.deepcopy(model)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
