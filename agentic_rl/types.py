@@ -44,8 +44,9 @@ class Turn:
     action_text: str
     stop_reason: str  # "eos" | "stop" (a stop string such as </tool_call>) | "length"
     observation: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_errors: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()  # calls that parsed (they may still have failed)
+    malformed_calls: int = 0  # call attempts that did not parse
+    tool_errors: int = 0  # every failed attempt: malformed, unknown tool, bad arguments, raised, timed out
     reward: float | None = None  # per-turn (process) reward, if any
 
     def __post_init__(self) -> None:
@@ -81,7 +82,7 @@ class Trajectory:
 
     @property
     def num_tool_calls(self) -> int:
-        return sum(len(t.tool_calls) + t.tool_errors for t in self.turns)
+        return sum(len(t.tool_calls) + t.malformed_calls for t in self.turns)
 
     @property
     def num_tool_errors(self) -> int:

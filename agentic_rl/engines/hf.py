@@ -99,14 +99,23 @@ class HFSession:
         return out.logits[:, -1, :].float()
 
     def _prefill_first(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
-        # Prefill each distinct prompt once, then copy cache rows: the G samples of a group share it.
+        # Prefill each distinct prompt once and copy cache rows (the G samples of a group), and the
+        # prefix all prompts share (system prompt, tool schemas, few-shot turns) once for all.
         uniq: dict[tuple[int, ...], int] = {}
         for c in chunks:
             uniq.setdefault(tuple(c), len(uniq))
+        prompts = list(uniq)
+        shared = _common_prefix(prompts) if len(prompts) > 1 else 0
         self.cache = DynamicCache()
-        self.mask = torch.zeros(len(uniq), 0, dtype=torch.long)
-        self.next_pos = torch.zeros(len(uniq), dtype=torch.long)
-        logits = self._append([list(u) for u in uniq])
+        self.mask = torch.zeros(1, 0, dtype=torch.long)
+        self.next_pos = torch.zeros(1, dtype=torch.long)
+        if shared:
+            self._append([list(prompts[0][:shared])])
+            self._select(torch.zeros(len(prompts), dtype=torch.long))
+        else:
+            self.mask = torch.zeros(len(prompts), 0, dtype=torch.long)
+            self.next_pos = torch.zeros(len(prompts), dtype=torch.long)
+        logits = self._append([list(p[shared:]) for p in prompts])
         index = torch.tensor([uniq[tuple(c)] for c in chunks])
         self._select(index)
         self.rows = rows
@@ -179,6 +188,16 @@ class HFSession:
         if len(ids) >= limit:
             return "length"
         return None
+
+
+def _common_prefix(seqs: list[tuple[int, ...]]) -> int:
+    """Length of the common prefix, leaving every sequence at least one token of its own (the
+    logits of each row's last prompt token are needed)."""
+    limit = min(len(s) for s in seqs) - 1
+    n = 0
+    while n < limit and all(s[n] == seqs[0][n] for s in seqs):
+        n += 1
+    return n
 
 
 def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator):

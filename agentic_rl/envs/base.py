@@ -22,6 +22,7 @@ class StepResult:
     terminated: bool = False
     truncated: bool = False
     tool_calls: tuple[ToolCall, ...] = ()
+    malformed_calls: int = 0
     tool_errors: int = 0
     info: Mapping[str, Any] = field(default_factory=dict)
 
@@ -80,7 +81,8 @@ class ToolEnv:
             content, ok = self._call(call)
             errors += not ok
             messages.append({"role": "tool", "name": call.name, "content": content})
-        return StepResult(observation=tuple(messages), tool_calls=parsed.tool_calls, tool_errors=errors)
+        return StepResult(observation=tuple(messages), tool_calls=parsed.tool_calls,
+                          malformed_calls=len(parsed.errors), tool_errors=errors)
 
     def _call(self, call: ToolCall) -> tuple[str, bool]:
         fn = self.tools.get(call.name)

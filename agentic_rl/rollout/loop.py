@@ -78,6 +78,7 @@ def rollout(
                     stop_reason=sample.stop_reason,
                     observation="".join(m["content"] for m in result.observation),
                     tool_calls=result.tool_calls,
+                    malformed_calls=result.malformed_calls,
                     tool_errors=result.tool_errors,
                     reward=result.reward or None,
                 )

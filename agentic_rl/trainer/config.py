@@ -138,12 +138,12 @@ def _assign(raw: dict, keys: list[str], value: Any) -> None:
 
 def _build(cls, raw: Any, where: str):
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'recipe'}: expected a section (mapping), got {raw!r}")
+        raise ConfigError(f"{where.rstrip('.') or 'recipe'}: expected a section (mapping), got {raw!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in names:
-            raise ConfigError(f"unknown key {where}{key!r}; known: {', '.join(sorted(names))}")
+            raise ConfigError(f"unknown key '{where}{key}'; known: {', '.join(sorted(names))}")
     kwargs = {}
     for name, value in raw.items():
         tp = hints[name]

@@ -15,9 +15,14 @@ import torch
 from agentic_rl.types import Batch, Trajectory
 
 
-def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
-    """Longest common prefix, leaving every row at least one token of its own."""
-    limit = min(len(r) for r in rows) - 1
+def common_prefix_len(rows: Sequence[Sequence[int]], masks: Sequence[Sequence[int]]) -> int:
+    """Longest common prefix of never-trained tokens, leaving every row at least one token of its own.
+
+    The prefix is forwarded once and only its last position is turned into logits, so it must end
+    before the first trained token of any row.
+    """
+    first_trained = min((m.index(1) if 1 in m else len(m)) for m in masks)
+    limit = min(min(len(r) for r in rows) - 1, first_trained)
     n = 0
     while n < limit and all(r[n] == rows[0][n] for r in rows):
         n += 1
@@ -29,7 +34,7 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Sequence[float], 
     rows = [t.token_ids() for t in trajectories]
     masks = [t.loss_mask() for t in trajectories]
     lps = [t.sampled_logprobs() for t in trajectories]
-    p = common_prefix_len(rows)
+    p = common_prefix_len(rows, masks)
     width = max(len(r) for r in rows) - p
     B = len(rows)
     input_ids = torch.full((B, width), pad_id, dtype=torch.long)

@@ -60,3 +60,18 @@ def test_stop_string_and_eos(tiny, tokenizer):
     assert session._stop_reason(ids, SamplingParams(stop_strings=("</tool_call>",)), 100) == "stop"
     assert session._stop_reason([tokenizer.eos_token_id], SamplingParams(), 100) == "eos"
     assert session._stop_reason([5, 6], SamplingParams(), 2) == "length"
+
+
+def test_shared_prompt_prefix_matches_full_forward(tiny, tokenizer):
+    """Prompts with a long common prefix (system prompt, few-shot turns) are prefilled once for all;
+    each row's sampled logprobs still equal a plain forward over its own sequence."""
+    engine = HFEngine(tiny, tokenizer, precision="fp32")
+    session = engine.session(seed=3)
+    system = tokenizer.encode("<|im_start|>system\nYou are a careful assistant with tools.<|im_end|>\n")
+    prompts = {i: system + tokenizer.encode(q) for i, q in enumerate(["Add 2 and 2.", "What is 7 * 8 - 1?", "Hi"])}
+    out = session.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=5))
+    for row, sample in out.items():
+        logp = _full_logprobs(tiny, [*prompts[row], *sample.ids])
+        start = len(prompts[row])
+        for k, (tok, lp) in enumerate(zip(sample.ids, sample.logprobs)):
+            assert abs(logp[start + k - 1, tok].item() - lp) < 1e-4

@@ -1,0 +1,82 @@
+"""Tokens are the truth: for a multi-turn episode with tool calls, the training sequence is exactly
+the sequence the engine was fed and sampled, the mask is 1 exactly on sampled tokens, and the
+trainer's logprobs of that sequence equal the engine's logprobs of its samples.
+
+The tiny random model would never write a tool call, so the sampler is scripted: it picks the
+tokens of a fixed action text, while everything else (the cached forward passes, stop strings, env,
+glue) is the real machinery.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import agentic_rl.engines.hf as hf
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.envs.registry import get_env
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer.forward import make_batch, token_logprobs
+
+ACTIONS = [
+    'I will use the calculator.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n</tool_call>',
+    '<tool_call>\n{"name": "calculator", "arguments": {"expr": 1}}\n</tool_call>',  # a bad call: error observation
+    "The answer is 42.\n<answer>42</answer><|im_end|>",
+]
+
+
+def _scripted_sampler(tokenizer, monkeypatch, fed: dict):
+    scripts = [tokenizer.encode(a, add_special_tokens=False) for a in ACTIONS]
+    state: dict[int, list[int]] = {}
+    real_sample = hf._sample
+
+    def sample(logits, params, generator):
+        tokens, _ = real_sample(logits, params, generator)
+        rows = logits.shape[0]
+        for r in range(rows):
+            queue = state.setdefault(r, [t for s in scripts for t in s])
+            tokens[r] = queue.pop(0) if queue else tokenizer.eos_token_id
+        logp = torch.log_softmax(logits / max(params.temperature, 1e-8), -1)
+        return tokens, logp.gather(1, tokens[:, None])[:, 0]
+
+    monkeypatch.setattr(hf, "_sample", sample)
+    real_forward = hf.HFSession._forward
+
+    def forward(self, ids, mask_new, positions):
+        for i, row in enumerate(self.rows or range(ids.shape[0])):
+            fed.setdefault(row, []).extend(int(t) for t, m in zip(ids[i], mask_new[i]) if m)
+        return real_forward(self, ids, mask_new, positions)
+
+    monkeypatch.setattr(hf.HFSession, "_forward", forward)
+
+
+def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch):
+    fed: dict[int, list[int]] = {}
+    _scripted_sampler(tokenizer, monkeypatch, fed)
+    spec = get_env("calculator")
+    task = spec.tasks("train", 1, 0)[0]
+    engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
+    params = SamplingParams(temperature=1.0, max_new_tokens=64, stop_strings=("</tool_call>",))
+    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), [task], 1, params, Budget(4, 64, 400))
+    traj = groups[0].trajectories[0]
+
+    assert [t.stop_reason for t in traj.turns] == ["stop", "stop", "eos"]
+    assert traj.terminated and traj.num_tool_calls == 2 and traj.num_tool_errors == 1
+    assert traj.turns[0].observation == "42" and traj.turns[1].observation.startswith("Error: unknown argument")
+    # 1. The training sequence is what the model was fed, token for token (the final eos, sampled
+    #    last, is never fed back: the episode is over).
+    ids = traj.token_ids()
+    assert fed[0] == ids[:-1]
+    # 2. Mask 1 exactly on the sampled actions, 0 on prompt, tool results and glue.
+    mask = traj.loss_mask()
+    sampled = [t for turn in traj.turns for t in turn.action_ids]
+    assert [t for t, m in zip(ids, mask) if m] == sampled
+    assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == "".join(ACTIONS)
+    masked_text = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+    assert "<tool_response>\n42\n</tool_response>" in masked_text and "What" not in tokenizer.decode(sampled)
+    # 3. The trainer's logprobs of the training batch equal the engine's logprobs of its samples.
+    batch = make_batch([traj], [1.0], tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = token_logprobs(tiny, batch)
+    m = batch.loss_mask.bool()
+    assert m.sum() == len(sampled)
+    torch.testing.assert_close(logp[m], batch.old_logprobs[m], atol=1e-4, rtol=0)

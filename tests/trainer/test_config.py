@@ -1,0 +1,53 @@
+"""Bad recipes fail with one message naming the key; the CLI turns it into exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rl.cli import main
+from agentic_rl.trainer.config import ConfigError, load_config
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    def write(text: str):
+        path = tmp_path / "r.yaml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.mark.parametrize(
+    "text, overrides, message",
+    [
+        ("rl:\n  stepz: 3\n", [], "unknown key 'rl.stepz'"),
+        ("bogus: 1\n", [], "unknown key 'bogus'"),
+        ("rl:\n  steps: three\n", [], "rl.steps: expected int"),
+        ("rl:\n  lr: true\n", [], "rl.lr: expected float"),
+        ("rl: 5\n", [], "rl: expected a section"),
+        ("", ["rl.group_size=1", "rl.steps=2"], "rl.group_size must be >= 2"),
+        ("", ["rollout.top_p=1.5"], "rollout.top_p"),
+        ("", ["model.precision=fp8"], "model.precision"),
+        ("", ["rl.steps"], "expected key=value"),
+    ],
+)
+def test_bad_recipes_name_the_key(recipe, text, overrides, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("'", "'")):
+        load_config(recipe(text), overrides)
+
+
+def test_good_recipe_and_overrides(recipe):
+    cfg = load_config(recipe("rl:\n  steps: 3\n  lr: 1\n"), ["rl.group_size=4", "env.options={fewshot: true}"])
+    assert cfg.rl.steps == 3 and cfg.rl.lr == 1.0 and cfg.rl.group_size == 4
+    assert cfg.env.options == {"fewshot": True}
+
+
+def test_cli_exits_2_with_one_line(recipe, capsys, tmp_path):
+    assert main(["train", str(tmp_path / "missing.yaml")]) == 2
+    assert "recipe file not found" in capsys.readouterr().err
+    assert main(["train", str(recipe("rl:\n  stepz: 3\n"))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rl.stepz" in err[0]
+    assert main(["eval", str(recipe("")), "--checkpoint", str(tmp_path / "nope")]) == 2
+    assert "--checkpoint" in capsys.readouterr().err
