@@ -1,0 +1,26 @@
+"""SFT demonstrations use the rollout's token layout: the decoded sequence is the chat template's
+render of the conversation, and the trained tokens are exactly the assistant's own text."""
+
+from __future__ import annotations
+
+from agentic_rl.envs.registry import get_env
+from agentic_rl.rollout.demos import demonstration_trajectory
+
+
+def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer):
+    spec = get_env("calculator")
+    env = spec.make_env({})
+    for task in spec.tasks("train", 12, 5):
+        demo = spec.demonstration(task)
+        traj = demonstration_trajectory(task, env, demo, tokenizer)
+        messages = env.reset(task) + demo
+        rendered = tokenizer.apply_chat_template(messages, tools=env.tool_schemas, tokenize=False)
+        # the episode ends at the final <|im_end|>; the template adds the newline that would follow
+        assert tokenizer.decode(traj.token_ids()) + "\n" == rendered
+        trained = tokenizer.decode([t for t, m in zip(traj.token_ids(), traj.loss_mask()) if m])
+        actions = "".join(env.format.render_assistant_body(m) for m in demo if m["role"] == "assistant")
+        # the final action's <|im_end|> is trained (the policy must learn to end its turn); the
+        # <|im_end|> after a tool call is glue (generation stopped at </tool_call>)
+        assert trained == actions + "<|im_end|>"
+        n_calls = sum(len(m.get("tool_calls") or []) for m in demo)
+        assert n_calls == len(task.meta["steps"])
