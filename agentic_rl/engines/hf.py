@@ -17,9 +17,9 @@ import copy
 from collections.abc import Mapping, Sequence
 
 import torch
-from transformers import DynamicCache
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.precision import inference_dtype
 
 
@@ -60,7 +60,7 @@ class HFSession:
         self.engine = engine
         self.generator = torch.Generator().manual_seed(seed)
         self.rows: list[int] = []
-        self.cache: DynamicCache | None = None
+        self.cache: GrowableCache | None = None
         self.mask = torch.zeros(0, 0, dtype=torch.long)  # (R, L): 1 where the cache holds a real token
         self.next_pos = torch.zeros(0, dtype=torch.long)  # (R,): position of each row's next token
         self.pending: dict[int, list[int]] = {}  # sampled last tokens not yet fed to the cache
@@ -106,7 +106,7 @@ class HFSession:
             uniq.setdefault(tuple(c), len(uniq))
         prompts = list(uniq)
         shared = _common_prefix(prompts) if len(prompts) > 1 else 0
-        self.cache = DynamicCache()
+        self.cache = GrowableCache()
         self.mask = torch.zeros(1, 0, dtype=torch.long)
         self.next_pos = torch.zeros(1, dtype=torch.long)
         if shared:
@@ -213,5 +213,9 @@ def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
         outside = sorted_p.cumsum(-1) - sorted_p > params.top_p
         sorted_p = sorted_p.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
-    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    # Inverse-CDF sampling: one uniform per row. torch.multinomial draws an exponential for every
+    # vocabulary entry, which cost more than the model's matmuls at batch 32 here.
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
+    tokens = torch.searchsorted(cdf, u)[:, 0].clamp(max=probs.shape[-1] - 1)
     return tokens, logp.gather(1, tokens[:, None])[:, 0]

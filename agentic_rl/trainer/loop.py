@@ -53,18 +53,23 @@ def train(cfg: Config) -> dict:
         results["timing_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
+    def held_out(name: str, fewshot: bool = False) -> None:
+        results[name] = timed(f"eval_{name}", lambda: evaluate(engine, tokenizer, spec, cfg, fewshot, name))
+        accuracies = {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in results[name].items()}
+        logger.log({"step": 0, "stage": "eval", "model": name, **accuracies})
+
     if cfg.eval.baselines:
-        results["base_zero_shot"] = timed("eval_base_zero_shot", lambda: evaluate(engine, tokenizer, spec, cfg, False, "base"))
-        results["base_few_shot"] = timed("eval_base_few_shot", lambda: evaluate(engine, tokenizer, spec, cfg, True, "base few-shot"))
+        held_out("base_zero_shot")
+        held_out("base_few_shot", fewshot=True)
     if cfg.sft.examples:
         timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
         engine.sync_weights()
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
-        results["sft"] = timed("eval_sft", lambda: evaluate(engine, tokenizer, spec, cfg, False, "sft"))
+        held_out("sft")
     if cfg.rl.steps:
         timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger))
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "rl")
-        results["rl"] = timed("eval_rl", lambda: evaluate(engine, tokenizer, spec, cfg, False, "rl"))
+        held_out("rl")
     logger.close()
     (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
     return results
