@@ -171,6 +171,12 @@ def _coerce(tp, value: Any, key: str) -> Any:
         raise ConfigError(f"{key}: expected null")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):
+        # YAML 1.1 reads "3e-6" (no dot) as a string; a user writing it means the number
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if tp is Any or (isinstance(value, tp) and not (tp is int and isinstance(value, bool))):
         return value
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")

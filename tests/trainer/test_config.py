@@ -40,6 +40,7 @@ def test_bad_recipes_name_the_key(recipe, text, overrides, message):
 def test_good_recipe_and_overrides(recipe):
     cfg = load_config(recipe("rl:\n  steps: 3\n  lr: 1\n"), ["rl.group_size=4", "env.options={fewshot: true}"])
     assert cfg.rl.steps == 3 and cfg.rl.lr == 1.0 and cfg.rl.group_size == 4
+    assert load_config(recipe("sft:\n  lr: 3e-6\n")).sft.lr == 3e-6  # YAML 1.1 reads 3e-6 as a string
     assert cfg.env.options == {"fewshot": True}
 
 
