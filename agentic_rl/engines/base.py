@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,12 +30,17 @@ class Sample:
 
 
 class Session(Protocol):
-    """Episodes decoded together. Each `generate` appends `new_ids[row]` to that row's context and
-    samples its next action; rows left out of `new_ids` are finished and dropped for good."""
+    """The episodes of one rollout batch. `run` decodes every row to the end of its episode: when a
+    row's action stops, `on_stop(row, sample)` returns the ids to feed before its next action, or
+    None when the episode is over. `max_new(row)` bounds the row's next action."""
 
-    def generate(
-        self, new_ids: Mapping[int, Sequence[int]], params: SamplingParams, max_new: Mapping[int, int] | None = None
-    ) -> dict[int, Sample]: ...
+    def run(
+        self,
+        prompts: Mapping[int, Sequence[int]],
+        params: SamplingParams,
+        on_stop: Callable[[int, Sample], Sequence[int] | None],
+        max_new: Callable[[int], int] | None = None,
+    ) -> None: ...
 
 
 class Engine(Protocol):

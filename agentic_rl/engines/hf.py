@@ -14,7 +14,7 @@ fp32 here); `sync_weights` copies the trained fp32 weights into it after each up
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -55,7 +55,19 @@ def _eos_ids(tokenizer, model) -> frozenset[int]:
     return frozenset(i for i in ids if i is not None)
 
 
+OnStop = Callable[[int, Sample], Sequence[int] | None]
+
+
 class HFSession:
+    """The episodes of one rollout batch, decoded together until every episode is over.
+
+    Turns do not wait for each other: when a row's action stops, `on_stop(row, sample)` runs at once
+    (the env steps) and returns the observation ids to feed, or None when the episode is over. The
+    next forward pass feeds that row its last sampled token plus the observation while the other
+    rows go on decoding one token each (rows of a forward may carry chunks of different lengths).
+    Rows whose episode ended are compacted out of the cache.
+    """
+
     def __init__(self, engine: HFEngine, seed: int):
         self.engine = engine
         self.generator = torch.Generator().manual_seed(seed)
@@ -63,26 +75,62 @@ class HFSession:
         self.cache: GrowableCache | None = None
         self.mask = torch.zeros(0, 0, dtype=torch.long)  # (R, L): 1 where the cache holds a real token
         self.next_pos = torch.zeros(0, dtype=torch.long)  # (R,): position of each row's next token
-        self.pending: dict[int, list[int]] = {}  # sampled last tokens not yet fed to the cache
 
     @torch.no_grad()
-    def generate(
+    def run(
         self,
-        new_ids: Mapping[int, Sequence[int]],
+        prompts: Mapping[int, Sequence[int]],
         params: SamplingParams,
-        max_new: Mapping[int, int] | None = None,
-    ) -> dict[int, Sample]:
-        rows = sorted(new_ids)
-        if not rows:
-            return {}
-        chunks = [[*self.pending.pop(r, []), *new_ids[r]] for r in rows]
-        if self.cache is None:
-            logits = self._prefill_first(rows, chunks)
-        else:
-            self._keep(rows)
-            logits = self._append(chunks)
-        limits = [min(params.max_new_tokens, (max_new or {}).get(r, params.max_new_tokens)) for r in rows]
-        return self._decode(rows, logits, params, limits)
+        on_stop: OnStop,
+        max_new: Callable[[int], int] | None = None,
+    ) -> None:
+        """Decode every row's episode to its end. max_new(row): token limit of the row's next action."""
+        limit = (lambda r: min(params.max_new_tokens, max_new(r))) if max_new else (lambda r: params.max_new_tokens)
+        self.rows = sorted(prompts)
+        logits = self._prefill_first(self.rows, [list(prompts[r]) for r in self.rows])
+        state = {r: _Action(limit(r)) for r in self.rows}
+        while self.rows:
+            tokens, lps = _sample(logits, params, self.generator)
+            feeds: list[list[int]] = []
+            for i, row in enumerate(self.rows):
+                act = state.get(row)
+                if act is None:  # episode over, row waiting for compaction
+                    feeds.append([])
+                    continue
+                tok = int(tokens[i])
+                act.ids.append(tok)
+                act.logprobs.append(float(lps[i]))
+                reason = self._stop_reason(act.ids, params, act.limit)
+                if reason is None:
+                    feeds.append([tok])
+                    continue
+                text = self.engine.tokenizer.decode(act.ids, skip_special_tokens=False)
+                nxt = on_stop(row, Sample(tuple(act.ids), tuple(act.logprobs), text, reason))
+                if nxt is None:
+                    del state[row]
+                    feeds.append([])
+                else:
+                    state[row] = _Action(limit(row))
+                    feeds.append([tok, *nxt])
+            if not state:
+                break
+            dead = [i for i, r in enumerate(self.rows) if r not in state]
+            if dead and len(dead) * 4 >= len(self.rows):
+                keep = [i for i, r in enumerate(self.rows) if r in state]
+                self._select(torch.tensor(keep))
+                self.rows = [self.rows[i] for i in keep]
+                feeds = [feeds[i] for i in keep]
+            logits = self._append(feeds)
+
+    def generate(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams) -> dict[int, Sample]:
+        """One action per row (single-turn use)."""
+        out: dict[int, Sample] = {}
+
+        def keep(row: int, sample: Sample) -> None:
+            out[row] = sample
+
+        self.run(prompts, params, keep)
+        return out
 
     # ------------------------------------------------------------------ cache bookkeeping
     def _forward(self, ids, mask_new, positions):
@@ -121,12 +169,6 @@ class HFSession:
         self.rows = rows
         return logits[index]
 
-    def _keep(self, rows: list[int]) -> None:
-        if rows != self.rows:
-            where = {r: i for i, r in enumerate(self.rows)}
-            self._select(torch.tensor([where[r] for r in rows]))
-            self.rows = rows
-
     def _select(self, index: torch.Tensor) -> None:
         self.cache.batch_select_indices(index)
         self.mask = self.mask[index]
@@ -146,37 +188,6 @@ class HFSession:
         return self._forward(ids, mask_new, positions)
 
     # ------------------------------------------------------------------ decoding
-    def _decode(self, rows, logits, params: SamplingParams, limits: list[int]) -> dict[int, Sample]:
-        eng = self.engine
-        n = len(rows)
-        out_ids: list[list[int]] = [[] for _ in range(n)]
-        out_lps: list[list[float]] = [[] for _ in range(n)]
-        reason: list[str | None] = [None] * n
-        while True:
-            sampling = [i for i in range(n) if reason[i] is None]
-            tokens, lps = _sample(logits, params, self.generator)
-            for i in sampling:
-                out_ids[i].append(int(tokens[i]))
-                out_lps[i].append(float(lps[i]))
-                reason[i] = self._stop_reason(out_ids[i], params, limits[i])
-            if all(r is not None for r in reason):
-                # The tokens sampled last are not in the cache yet: the next turn feeds them first.
-                for i in sampling:
-                    self.pending[rows[i]] = [out_ids[i][-1]]
-                break
-            # Rows that sampled this step feed that token (even if it stopped them); others feed pads.
-            live = torch.zeros(n, dtype=torch.long)
-            live[sampling] = 1
-            feed = torch.tensor([out_ids[i][-1] if live[i] else eng.pad_id for i in range(n)])
-            positions = self.next_pos[:, None].clone()
-            self.next_pos = self.next_pos + live
-            logits = self._forward(feed[:, None], live[:, None], positions)
-        texts = eng.tokenizer.batch_decode(out_ids, skip_special_tokens=False)
-        return {
-            r: Sample(tuple(out_ids[i]), tuple(out_lps[i]), texts[i], reason[i] or "length")
-            for i, r in enumerate(rows)
-        }
-
     def _stop_reason(self, ids: list[int], params: SamplingParams, limit: int) -> str | None:
         if ids[-1] in self.engine.eos_ids:
             return "eos"
@@ -188,6 +199,19 @@ class HFSession:
         if len(ids) >= limit:
             return "length"
         return None
+
+
+
+
+class _Action:
+    """The action a row is sampling: its tokens so far and its token limit."""
+
+    __slots__ = ("ids", "logprobs", "limit")
+
+    def __init__(self, limit: int):
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.limit = limit
 
 
 def _common_prefix(seqs: list[tuple[int, ...]]) -> int:

@@ -60,32 +60,33 @@ def rollout(
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
     session = engine.session(seed)
-    feeding = {i: ep.fed for i, ep in enumerate(episodes) if not ep.error}
-    while feeding:
-        room = {i: budget.max_episode_tokens - episodes[i].generated for i in feeding}
-        samples = session.generate(feeding, params, max_new=room)
-        feeding = {}
-        for i, sample in samples.items():
-            ep = episodes[i]
-            result = _step(ep.env, sample.text)
-            obs_ids = _observe(ep, sample, result, tokenizer, budget)
-            ep.turns.append(
-                Turn(
-                    obs_ids=tuple(ep.fed),
-                    action_ids=sample.ids,
-                    logprobs=sample.logprobs,
-                    action_text=sample.text,
-                    stop_reason=sample.stop_reason,
-                    observation="".join(m["content"] for m in result.observation),
-                    tool_calls=result.tool_calls,
-                    malformed_calls=result.malformed_calls,
-                    tool_errors=result.tool_errors,
-                    reward=result.reward or None,
-                )
+
+    def on_stop(i: int, sample) -> list[int] | None:
+        """The env steps as soon as this episode's action stops; the others keep decoding."""
+        ep = episodes[i]
+        result = _step(ep.env, sample.text)
+        obs_ids = _observe(ep, sample, result, tokenizer, budget)
+        ep.turns.append(
+            Turn(
+                obs_ids=tuple(ep.fed),
+                action_ids=sample.ids,
+                logprobs=sample.logprobs,
+                action_text=sample.text,
+                stop_reason=sample.stop_reason,
+                observation="".join(m["content"] for m in result.observation),
+                tool_calls=result.tool_calls,
+                malformed_calls=result.malformed_calls,
+                tool_errors=result.tool_errors,
+                reward=result.reward or None,
             )
-            if obs_ids is not None:
-                ep.fed = obs_ids
-                feeding[i] = obs_ids
+        )
+        if obs_ids is not None:
+            ep.fed = obs_ids
+        return obs_ids
+
+    prompts = {i: ep.fed for i, ep in enumerate(episodes) if not ep.error}
+    room = lambda i: budget.max_episode_tokens - episodes[i].generated  # noqa: E731
+    session.run(prompts, params, on_stop, max_new=room)
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)

@@ -16,40 +16,52 @@ def _full_logprobs(model, ids: list[int]) -> torch.Tensor:
 
 
 def test_multi_turn_cache_matches_full_forward(tiny, tokenizer):
+    """Rows continue at different times with observations of different lengths (padding lands in
+    the middle of rows); every sampled logprob still equals a plain forward over the row's sequence."""
     engine = HFEngine(tiny, tokenizer, precision="fp32")
     session = engine.session(seed=0)
-    prompts = {0: tokenizer.encode("What is 2 + 3?"), 1: tokenizer.encode("Hello there, how are you today?")}
-    params = SamplingParams(temperature=1.0, max_new_tokens=6)
-    first = session.generate(prompts, params)
-    # Observations of different lengths: the cache must hold padding in the middle of row 0.
-    obs = {0: tokenizer.encode("\n<tool_response>\n5\n</tool_response>"), 1: tokenizer.encode(" ok")}
-    second = session.generate(obs, params)
-    for row in (0, 1):
-        seq = [*prompts[row], *first[row].ids, *obs[row], *second[row].ids]
+    prompts = {0: tokenizer.encode("What is 2 + 3?"), 1: tokenizer.encode("Hello there, how are you today?"),
+               2: tokenizer.encode("Short")}
+    obs = {0: tokenizer.encode("\n<tool_response>\n5\n</tool_response>"), 1: tokenizer.encode(" ok"), 2: []}
+    turns: dict[int, list] = {r: [] for r in prompts}
+    limits = {0: 6, 1: 3, 2: 4}  # rows stop at different steps, so they continue at different times
+
+    def on_stop(row, sample):
+        turns[row].append(sample)
+        return obs[row] if len(turns[row]) < 3 else None
+
+    session.run(prompts, SamplingParams(temperature=1.0, max_new_tokens=8), on_stop, max_new=lambda r: limits[r])
+    for row in prompts:
+        assert [len(s.ids) for s in turns[row]] == [limits[row]] * 3
+        seq, starts = list(prompts[row]), []
+        for k, sample in enumerate(turns[row]):
+            starts.append(len(seq))
+            seq += [*sample.ids, *(obs[row] if k < 2 else [])]
         logp = _full_logprobs(tiny, seq)
-        starts = [len(prompts[row]), len(prompts[row]) + len(first[row].ids) + len(obs[row])]
-        for start, sample in zip(starts, (first[row], second[row])):
+        for start, sample in zip(starts, turns[row]):
             for k, (tok, lp) in enumerate(zip(sample.ids, sample.logprobs)):
                 # token at position start+k is predicted by row start+k-1 of the full forward
                 assert abs(logp[start + k - 1, tok].item() - lp) < 1e-4
 
 
-def test_group_prompts_are_shared_and_rows_can_finish(tiny, tokenizer):
+def test_group_prompts_are_shared_and_rows_finish_early(tiny, tokenizer):
     engine = HFEngine(tiny, tokenizer, precision="fp32")
     session = engine.session(seed=1)
     prompt = tokenizer.encode("Same prompt for the whole group")
-    out = session.generate({i: prompt for i in range(4)}, SamplingParams(temperature=0.0, max_new_tokens=4))
-    # greedy on an identical prompt: every row samples the same tokens
-    assert len({s.ids for s in out.values()}) == 1
-    assert all(s.stop_reason in ("length", "eos") for s in out.values())
-    # rows 1 and 3 finished: only 0 and 2 continue, each with its own observation
-    nxt = session.generate({0: tokenizer.encode(" a"), 2: tokenizer.encode(" b c d")},
-                           SamplingParams(temperature=0.0, max_new_tokens=3))
-    assert sorted(nxt) == [0, 2]
+    seen: dict[int, list] = {i: [] for i in range(4)}
+
+    def on_stop(row, sample):
+        seen[row].append(sample)
+        # rows 1 and 3 finish after one action (and are compacted out); 0 and 2 go on once
+        return tokenizer.encode(" a" if row == 0 else " b c d") if row in (0, 2) and len(seen[row]) == 1 else None
+
+    session.run({i: prompt for i in range(4)}, SamplingParams(temperature=0.0, max_new_tokens=4), on_stop)
+    # greedy on an identical prompt: every row's first action is the same
+    assert len({s[0].ids for s in seen.values()}) == 1
+    assert [len(seen[r]) for r in range(4)] == [2, 1, 2, 1]
     for row, obs in ((0, " a"), (2, " b c d")):
-        seq = [*prompt, *out[row].ids, *tokenizer.encode(obs)]
-        logp = _full_logprobs(tiny, seq)
-        assert nxt[row].ids[0] == int(logp[-1].argmax())
+        seq = [*prompt, *seen[row][0].ids, *tokenizer.encode(obs)]
+        assert seen[row][1].ids[0] == int(_full_logprobs(tiny, seq)[-1].argmax())
 
 
 def test_stop_string_and_eos(tiny, tokenizer):
