@@ -89,38 +89,46 @@ class HFSession:
         self.rows = sorted(prompts)
         logits = self._prefill_first(self.rows, [list(prompts[r]) for r in self.rows])
         state = {r: _Action(limit(r)) for r in self.rows}
+        parked: dict[int, list[int]] = {}  # rows waiting to feed [last token, *observation]
         while self.rows:
             tokens, lps = _sample(logits, params, self.generator)
-            feeds: list[list[int]] = []
             for i, row in enumerate(self.rows):
                 act = state.get(row)
-                if act is None:  # episode over, row waiting for compaction
-                    feeds.append([])
+                if act is None or row in parked:  # over, or waiting for its observation to be fed
                     continue
                 tok = int(tokens[i])
                 act.ids.append(tok)
                 act.logprobs.append(float(lps[i]))
                 reason = self._stop_reason(act.ids, params, act.limit)
                 if reason is None:
-                    feeds.append([tok])
                     continue
                 text = self.engine.tokenizer.decode(act.ids, skip_special_tokens=False)
                 nxt = on_stop(row, Sample(tuple(act.ids), tuple(act.logprobs), text, reason))
                 if nxt is None:
                     del state[row]
-                    feeds.append([])
                 else:
+                    parked[row] = [tok, *nxt]
                     state[row] = _Action(limit(row))
-                    feeds.append([tok, *nxt])
             if not state:
                 break
-            dead = [i for i, r in enumerate(self.rows) if r not in state]
-            if dead and len(dead) * 4 >= len(self.rows):
-                keep = [i for i, r in enumerate(self.rows) if r in state]
-                self._select(torch.tensor(keep))
-                self.rows = [self.rows[i] for i in keep]
-                feeds = [feeds[i] for i in keep]
+            self._compact(state)
+            # A forward's width is its longest chunk, paid by every row: observations are fed in
+            # one wide forward once a quarter of the live rows wait (or all do), not one by one.
+            flush = len(parked) * 4 >= len(state) or len(parked) == len(state)
+            feeds = []
+            for row in self.rows:
+                if row in parked:
+                    feeds.append(parked.pop(row) if flush else [])
+                else:
+                    feeds.append([state[row].ids[-1]] if row in state else [])
             logits = self._append(feeds)
+
+    def _compact(self, state: Mapping[int, _Action]) -> None:
+        """Drop the rows whose episode is over once they are a quarter of the batch."""
+        keep = [i for i, r in enumerate(self.rows) if r in state]
+        if len(keep) < len(self.rows) and (len(self.rows) - len(keep)) * 4 >= len(self.rows):
+            self._select(torch.tensor(keep))
+            self.rows = [self.rows[i] for i in keep]
 
     def generate(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams) -> dict[int, Sample]:
         """One action per row (single-turn use)."""
