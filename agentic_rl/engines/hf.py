@@ -1,8 +1,9 @@
 """The embedded engine: transformers sampling batched across episodes, KV cache kept across turns.
 
 One `HFSession` holds the KV cache of a batch of episodes. A turn appends only the new tokens (the
-prompt on the first turn, an observation later) and decodes until each row stops; the cache is
-kept, so a new turn never re-prefills the conversation so far. Rows of different lengths share one
+prompt on the first turn, an observation later); the cache is kept, so a new turn never
+re-prefills the conversation so far, and rows move to their next turn without waiting for the
+others. Rows of different lengths share one
 cache: padding may sit anywhere in a row (it is masked and given no position), which lets rows
 receive observations of different lengths. Identical prompts (the G samples of a group) are
 prefilled once and the cache rows are copied.

@@ -1,8 +1,8 @@
 """The agent loop: policy x env -> Trajectory, for a whole batch of episodes at once.
 
 All episodes of a batch decode together in one engine session (their KV caches kept across turns);
-after each turn every env steps on its action, and only the episodes that go on receive their
-observation tokens. The loop records the exact ids it fed and the exact ids it sampled, so the
+an episode's env steps the moment its action stops, and the observation tokens it returns are fed
+while the other episodes keep decoding. The loop records the exact ids it fed and the exact ids it sampled, so the
 training sequence is the sampled sequence (DESIGN.md §5).
 """
 
