@@ -8,7 +8,7 @@ training sequence is their concatenation; nothing downstream re-tokenizes text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +125,3 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
-
-
-def flatten_groups(groups: Sequence[TrajectoryGroup]) -> list[Trajectory]:
-    return [t for g in groups for t in g.trajectories]

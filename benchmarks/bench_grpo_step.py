@@ -43,7 +43,7 @@ from agentic_rl.rewards.base import Score  # noqa: E402
 from agentic_rl.rewards.scoring import score_groups  # noqa: E402
 from agentic_rl.rollout.loop import Budget, rollout  # noqa: E402
 from agentic_rl.trainer.config import load_config  # noqa: E402
-from agentic_rl.trainer.rl import rl_update  # noqa: E402
+from agentic_rl.trainer.rl import compute_advantages, rl_update  # noqa: E402
 from agentic_rl.types import Task  # noqa: E402
 
 TASKS_PER_STEP, GROUP = 4, 8
@@ -87,7 +87,8 @@ def run_ours(steps: int, precision: str) -> dict:
         groups, stats = rollout(engine, tokenizer, harness_env, batch, GROUP, params, budget, seed=step)
         groups = score_groups(correct, groups)
         m = rollout_metrics(groups)
-        train_m = rl_update(model, optimizer, groups, cfg, tokenizer.pad_token_id)
+        train_m = rl_update(model, optimizer, groups, compute_advantages(groups, cfg.rl.advantage), cfg,
+                            tokenizer.pad_token_id)
         engine.sync_weights()
         wall = time.perf_counter() - t0
         per_step.append({"step": step + 1, "wall_s": round(wall, 2), "rollout_s": round(stats.seconds, 2),

@@ -29,11 +29,12 @@ def compute_advantages(groups: Sequence[TrajectoryGroup], estimator: str) -> tor
 
 
 def rl_update(
-    model, optimizer, groups: Sequence[TrajectoryGroup], cfg: Config, pad_id: int, ref_model=None
+    model, optimizer, groups: Sequence[TrajectoryGroup], adv_PG: torch.Tensor, cfg: Config, pad_id: int,
+    ref_model=None,
 ) -> dict[str, float]:
+    """One optimizer step on the groups, with advantages (P, G) from `compute_advantages`."""
     rl = cfg.rl
     start = time.perf_counter()
-    adv_PG = compute_advantages(groups, rl.advantage)
     loss_fn = POLICY_LOSSES.get(rl.policy_loss)
     aggregate = AGGREGATIONS[rl.aggregation]
     kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import torch
 from tqdm import tqdm
@@ -41,8 +40,7 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger)
     bar.close()
 
 
-def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
-           on_step: Callable[[int], None] = lambda step: None) -> None:
+def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
     rl, ro = cfg.rl, cfg.rollout
     make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
     reward_fn = spec.make_reward(cfg.env.options)
@@ -59,9 +57,10 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                                 seed=rl.seed * 1_000_003 + step)
         groups = score_groups(reward_fn, groups)
         metrics = rollout_metrics(groups)
-        metrics.update(rl_update(model, optimizer, groups, cfg, tokenizer.pad_token_id, ref_model))
+        adv_PG = compute_advantages(groups, rl.advantage)
+        metrics.update(rl_update(model, optimizer, groups, adv_PG, cfg, tokenizer.pad_token_id, ref_model))
         version = engine.sync_weights()
-        advantages = compute_advantages(groups, rl.advantage).flatten().tolist()
+        advantages = adv_PG.flatten().tolist()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
         write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k])
@@ -70,7 +69,6 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                   "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9)}
         logger.log(record)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
-        on_step(step)
 
 
 def _reference(model):
