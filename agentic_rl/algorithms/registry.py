@@ -1,8 +1,14 @@
-"""A tiny typed registry: duplicates raise, a miss lists the known names."""
+"""A tiny typed registry: duplicates raise, a miss lists the known names.
+
+Third parties add entries with `REGISTRY.register("name")(fn)` or, from an installed package, through
+an entry point group that the caller loads explicitly with `load_entry_points` (no import-time
+side effects).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from importlib import metadata
 from typing import Generic, TypeVar
 
 F = TypeVar("F", bound=Callable)
@@ -28,5 +34,27 @@ class Registry(Generic[F]):
         except KeyError:
             raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self._items))}") from None
 
+    __getitem__ = get
+
     def names(self) -> list[str]:
         return sorted(self._items)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def load_entry_points(self, group: str) -> list[str]:
+        """Register every entry point of `group` (e.g. "agentic_rl.advantages") under its name.
+
+        Returns the names added. A name that is already registered raises, as with `register`.
+        """
+        added = []
+        for ep in metadata.entry_points(group=group):
+            self.register(ep.name)(ep.load())
+            added.append(ep.name)
+        return added
