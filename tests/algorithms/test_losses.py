@@ -1,14 +1,14 @@
-"""Policy loss: hand-computed values, masked positions change nothing, micro-batching changes nothing."""
+"""Policy losses against hand-computed numbers. Masking, micro-batching and the ratio-1 gradient are
+proven for every loss x estimator x aggregation in test_properties.py."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from agentic_rl.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, LossInputs, ppo_clip_loss
+from agentic_rl.algorithms.losses import POLICY_LOSSES, LossInputs, cispo_loss, gspo_loss, ppo_clip_loss
 
 
 def test_ppo_clip_hand_computed():
@@ -19,60 +19,61 @@ def test_ppo_clip_hand_computed():
     out = ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), torch.tensor([[1.0, 1.0, -1.0]]), torch.ones(1, 3)))
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-math.exp(0.1), -1.2, 0.8]]), atol=1e-5, rtol=0)
     assert out.metrics["clip_high_tokens"] == 1 and out.metrics["clip_low_tokens"] == 1
+    # ratio stats over the 3 tokens
+    assert out.metrics["tokens"] == 3
+    torch.testing.assert_close(out.metrics["ratio_sum"], torch.tensor(math.exp(0.1) + math.exp(0.5) + math.exp(-0.5)))
+    torch.testing.assert_close(out.metrics["ratio_max"], torch.tensor(math.exp(0.5)))
+    torch.testing.assert_close(out.metrics["ratio_min"], torch.tensor(math.exp(-0.5)))
 
 
-def test_kl_estimators():
-    # logp = log 0.5, ref = log 0.25: k1 = log 2 = 0.693147; r = 0.5, k3 = 0.5 - 1 - log 0.5 = 0.193147
-    logp, ref = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.25)])
-    torch.testing.assert_close(KL_ESTIMATORS.get("k1")(logp, ref), torch.tensor([0.693147]), atol=1e-6, rtol=0)
-    torch.testing.assert_close(KL_ESTIMATORS.get("k3")(logp, ref), torch.tensor([0.193147]), atol=1e-6, rtol=0)
+def test_clip_higher_is_decoupled():
+    # DAPO clip-higher: eps_low 0.2, eps_high 0.28. ratio e^0.2 = 1.2214 with A = +1 is inside
+    # [0.8, 1.28] -> unclipped, loss -1.2214; ratio e^-0.25 = 0.7788 with A = -1 is below 0.8 -> +0.8
+    out = ppo_clip_loss(LossInputs(torch.tensor([[0.2, -0.25]]), torch.zeros(1, 2), torch.tensor([[1.0, -1.0]]),
+                                   torch.ones(1, 2), clip_low=0.2, clip_high=0.28))
+    torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-math.exp(0.2), 0.8]]), atol=1e-5, rtol=0)
 
 
-def _loss(logp, old, adv, mask, agg):
-    out = ppo_clip_loss(LossInputs(logp, old, adv, mask))
-    norm = mask.sum().item() if agg == "token-mean" else mask.shape[0]
-    return AGGREGATIONS[agg](out.per_token_loss_BT, mask, norm)
+def test_dual_clip_caps_negative_advantage_loss():
+    # A = -2, ratio e^2 = 7.389: PPO loss = -min(-14.78, -2.4) = 14.78; dual clip c = 3 caps it at
+    # -c A = 6. A = -2, ratio e^0.5 = 1.6487: loss 3.297 < 6, unchanged. A = +1 is never dual-clipped.
+    logp = torch.tensor([[2.0, 0.5, 2.0]])
+    adv = torch.tensor([[-2.0, -2.0, 1.0]])
+    out = ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), adv, torch.ones(1, 3), dual_clip=3.0))
+    torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[6.0, 2 * math.exp(0.5), -1.2]]), atol=1e-5, rtol=0)
+    assert out.metrics["clip_dual_tokens"] == 1
+    with pytest.raises(ValueError, match="dual_clip"):
+        ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), adv, torch.ones(1, 3), dual_clip=1.0))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from(sorted(AGGREGATIONS)))
-def test_masked_positions_change_nothing(seed, agg):
-    """Invariant: garbage at loss-mask-0 positions (tokens, logprobs, advantages) changes neither the
-    loss nor its gradient."""
-    g = torch.Generator().manual_seed(seed)
-    B, T = 3, 7
-    mask = (torch.rand(B, T, generator=g) > 0.4).float()
-    mask[:, 0] = 1
-    logp = (-torch.rand(B, T, generator=g) * 3).requires_grad_()
-    old = logp.detach() + torch.randn(B, T, generator=g) * 0.1
-    adv = torch.randn(B, 1, generator=g).expand(B, T) * mask
-    loss = _loss(logp, old, adv, mask, agg)
-    (grad,) = torch.autograd.grad(loss, logp)
-    noise = torch.randn(B, T, generator=g) * 100 * (1 - mask)
-    logp2 = (logp.detach() + noise).requires_grad_()
-    loss2 = _loss(logp2, old + noise, adv + noise, mask, agg)
-    (grad2,) = torch.autograd.grad(loss2, logp2)
-    torch.testing.assert_close(loss, loss2)
-    torch.testing.assert_close(grad * mask, grad2 * mask)
-    assert torch.all(grad2[mask == 0] == 0)
+def test_gspo_sequence_ratio_and_sequence_clipping():
+    # row 0: sampled log-ratios 0.1 and 0.3 (col 1 masked, junk 5): s = exp(0.2) = 1.2214, A = +1,
+    #   eps 0.2 -> the whole sequence is clipped at 1.2: loss -1.2 on both sampled tokens.
+    # row 1: log-ratios -0.1, 0.1 -> s = 1, A = -1 -> loss +1 on both tokens.
+    logp = torch.tensor([[0.1, 5.0, 0.3], [-0.1, 0.1, 0.0]], requires_grad=True)
+    mask = torch.tensor([[1, 0, 1], [1, 1, 0.0]])
+    adv = torch.tensor([[1.0, 0, 1.0], [-1.0, -1.0, 0]])
+    out = gspo_loss(LossInputs(logp, torch.zeros(2, 3), adv, mask))
+    torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-1.2, 0, -1.2], [1.0, 1.0, 0]]), atol=1e-5, rtol=0)
+    assert out.metrics["clip_high_tokens"] == 2  # both tokens of the clipped sequence
+    # gradient: clipped row 0 has none; row 1: d(-s_it A)/d logp_t = -A s = +1 per token
+    (grad,) = torch.autograd.grad(out.per_token_loss_BT.sum(), logp)
+    torch.testing.assert_close(grad, torch.tensor([[0.0, 0, 0], [1.0, 1.0, 0]]))
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from(sorted(AGGREGATIONS)), st.integers(1, 5))
-def test_micro_batching_changes_nothing(seed, agg, split):
-    """Invariant: with batch-global normalizers, the sum of micro-batch losses equals the batch loss."""
-    g = torch.Generator().manual_seed(seed)
-    B, T = 6, 5
-    mask = (torch.rand(B, T, generator=g) > 0.3).float()
-    mask[:, 0] = 1
-    logp = -torch.rand(B, T, generator=g)
-    old = logp + torch.randn(B, T, generator=g) * 0.2
-    adv = torch.randn(B, 1, generator=g).expand(B, T) * mask
-    whole = _loss(logp, old, adv, mask, agg)
-    norm = mask.sum().item() if agg == "token-mean" else B
-    parts = sum(
-        AGGREGATIONS[agg](ppo_clip_loss(LossInputs(logp[i:j], old[i:j], adv[i:j], mask[i:j])).per_token_loss_BT,
-                          mask[i:j], norm)
-        for i, j in zip(range(0, B, split), range(split, B + split, split))
-    )
-    torch.testing.assert_close(whole, parts)
+def test_cispo_clipped_weight_keeps_every_token_in_the_gradient():
+    # ratio e^0.5 = 1.6487 with eps_high 0.28 -> weight 1.28 (stop-gradient); A = 2, logp = 0.5 - 1 = -0.5:
+    #   loss = -1.28 * 2 * (-0.5) = 1.28; gradient -w A = -2.56 (PPO would give 0: clipped token).
+    # ratio e^-0.1 = 0.9048 inside [0.8, 1.28]: weight 0.9048; A = -1, logp = -1.1: loss = -0.9048 * 1.1 * 1
+    logp = torch.tensor([[-0.5, -1.1]], requires_grad=True)
+    old = torch.tensor([[-1.0, -1.0]])
+    out = cispo_loss(LossInputs(logp, old, torch.tensor([[2.0, -1.0]]), torch.ones(1, 2), 0.2, 0.28))
+    w = math.exp(-0.1)
+    torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[1.28, -w * 1.1]]), atol=1e-5, rtol=0)
+    (grad,) = torch.autograd.grad(out.per_token_loss_BT.sum(), logp)
+    torch.testing.assert_close(grad, torch.tensor([[-2.56, w]]), atol=1e-5, rtol=0)
+    assert out.metrics["clip_high_tokens"] == 1 and out.metrics["clip_low_tokens"] == 0
+
+
+def test_registry_names():
+    assert POLICY_LOSSES.names() == ["cispo", "gspo", "ppo_clip"]
