@@ -204,7 +204,10 @@ def test_observation_columns_change_no_credit(estimator, loss, agg, case, cols):
     sampled tokens with the observations removed (the reward-to-go-at-tool-tokens bug class)."""
     wide, kept = insert_observations(case, [c for c in cols if c < case.logp_BT.shape[1]])
     adv, adv_wide = advantages(case, estimator), advantages(wide, estimator)
-    torch.testing.assert_close(adv_wide[:, kept], adv)
+    # Whitening divides by the batch std, which amplifies float32 summation-order rounding (the
+    # wider tensors sum in a different order) when the returns barely differ: absolute 1e-4.
+    torch.testing.assert_close(adv_wide[:, kept], adv, atol=1e-4, rtol=1e-4)
+    adv_wide[:, kept] = adv  # compare the losses on identical advantages
     value, grad = loss_and_grad(case, adv, loss, agg)
     value_wide, grad_wide = loss_and_grad(wide, adv_wide, loss, agg)
     torch.testing.assert_close(value_wide, value)
