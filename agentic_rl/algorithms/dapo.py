@@ -20,7 +20,7 @@ def dynamic_sampling_keep(rewards_PG: torch.Tensor, tol: float = 0.0) -> torch.T
 
 
 def overlong_penalty(lengths_B: torch.Tensor, max_len: int, cache_len: int, factor: float = 1.0) -> torch.Tensor:
-    """DAPO's soft overlong punishment (eq. 13), added to the outcome reward:
+    """DAPO's soft overlong punishment, added to the outcome reward:
 
         R_len(y) = 0                              |y| <= L_max - L_cache
                  = ((L_max - L_cache) - |y|) / L_cache    L_max - L_cache < |y| <= L_max

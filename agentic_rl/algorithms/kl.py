@@ -43,7 +43,7 @@ def kl_k2(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: tor
 
 @KL_ESTIMATORS.register("k3")
 def kl_k3(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: torch.Tensor | None = None) -> torch.Tensor:
-    """k3 = r - 1 - log r. Unbiased, >= 0, low variance; the GRPO paper's choice (DeepSeekMath eq. 4)."""
+    """k3 = r - 1 - log r. Unbiased, >= 0, low variance; the GRPO paper's choice (DeepSeekMath)."""
     log_r = _log_r(logprobs_BT, ref_logprobs_BT, mask_BT)
     return torch.exp(log_r) - 1 - log_r
 

@@ -120,7 +120,7 @@ def gspo_loss(x: LossInputs) -> LossOutputs:
 
 @POLICY_LOSSES.register("cispo")
 def cispo_loss(x: LossInputs) -> LossOutputs:
-    """CISPO (MiniMax 2025, "MiniMax-M1", eq. 4): REINFORCE with a clipped, stop-gradient IS weight.
+    """CISPO (MiniMax 2025, "MiniMax-M1"): REINFORCE with a clipped, stop-gradient IS weight.
 
         w_t    = sg[ clip(rho_t, 1 - eps_low, 1 + eps_high) ],  rho_t = exp(logp_t - old_t)
         loss_t = -w_t A_t logp_t
