@@ -34,7 +34,7 @@ COMBOS = list(itertools.product(ADVANTAGE_ESTIMATORS.names(), POLICY_LOSSES.name
 GROUP_BASED = {"grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"}
 NOT_GROUP_BASED = {"reinforce_pp", "gae"}  # global baseline / critic: an equal group may get credit
 MAX_LEN = 12  # the seq-mean-token-sum-norm budget; >= any T drawn below
-SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)

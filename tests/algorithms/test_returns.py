@@ -85,7 +85,7 @@ rows = st.integers(1, 4).flatmap(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(rows, st.sampled_from([1.0, 0.9]), st.sampled_from([1.0, 0.95, 0.0]))
 def test_gae_equals_loop_reference(data, gamma, lam):
     mask_bits, seed = data
@@ -118,7 +118,7 @@ def _loop_group_credit(rewards_PG, mask, turn, turn_rewards):
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(rows, st.integers(1, 3), st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4))
 def test_group_credit_equals_loop_reference(data, K, outcome):
     mask_bits, seed = data
