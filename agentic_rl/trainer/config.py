@@ -58,6 +58,7 @@ class RLConfig:
     steps: int = 0  # 0 skips RL
     tasks_per_step: int = 4
     group_size: int = 8
+    minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     lr: float = 1e-6
     advantage: str = "grpo"
     policy_loss: str = "ppo_clip"
@@ -104,7 +105,7 @@ class Config:
         return Path(self.output_dir or Path("runs") / self.name)
 
 
-_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "sft.examples": 0, "sft.batch_size": 1,
+_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
 

@@ -1,9 +1,12 @@
-"""The RL update: scored groups -> advantages -> per-token loss -> one optimizer step.
+"""The RL update: scored groups -> advantages -> per-token loss -> optimizer steps.
 
-One micro-batch per group (its rows share the prompt, forwarded once). Losses are aggregated with
-batch-global normalizers, so the gradient equals the whole batch's gradient however it is split.
-A group whose advantages are all zero contributes nothing to the policy loss: without a KL term it
-is skipped (it still counts in the normalizer, so the gradient is unchanged).
+The groups of one rollout are split into `rl.minibatches` minibatches, each one optimizer step (PPO's
+minibatch updates: more learning per sampled token). Within a minibatch there is one micro-batch per
+group (its rows share the prompt, forwarded once); losses use the minibatch's global normalizer, so
+the gradient equals the whole minibatch's gradient however it is split.
+
+Groups whose rewards have no spread carry no policy-gradient signal. Without a KL term they are
+dropped before the split (DAPO's dynamic-sampling filter), so every minibatch has signal.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from collections.abc import Sequence
 import torch
 
 from agentic_rl.algorithms.advantages import ADVANTAGES
-from agentic_rl.algorithms.losses import AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, LossInputs
+from agentic_rl.algorithms.aggregation import AGGREGATIONS
+from agentic_rl.algorithms.dapo import dynamic_sampling_keep
+from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.forward import make_batch, token_logprobs
 from agentic_rl.types import TrajectoryGroup
+
+_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff")
 
 
 def compute_advantages(groups: Sequence[TrajectoryGroup], estimator: str) -> torch.Tensor:
@@ -28,33 +35,69 @@ def compute_advantages(groups: Sequence[TrajectoryGroup], estimator: str) -> tor
     return ADVANTAGES.get(estimator)(rewards_PG)
 
 
+def split_minibatches(n: int, k: int) -> list[range]:
+    """`n` groups into min(k, n) contiguous minibatches whose sizes differ by at most one."""
+    k = max(1, min(k, n))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(k)]
+
+
 def rl_update(
     model, optimizer, groups: Sequence[TrajectoryGroup], adv_PG: torch.Tensor, cfg: Config, pad_id: int,
     ref_model=None,
 ) -> dict[str, float]:
-    """One optimizer step on the groups, with advantages (P, G) from `compute_advantages`."""
-    rl = cfg.rl
+    """Optimizer steps on the groups, with advantages (P, G) from `compute_advantages`."""
     start = time.perf_counter()
-    loss_fn = POLICY_LOSSES.get(rl.policy_loss)
-    aggregate = AGGREGATIONS[rl.aggregation]
-    kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 else None
-    all_trajs = [t for g in groups for t in g.trajectories]
-    # token-mean divides by the batch's sampled tokens; seq-mean-token-mean by its sequences
-    norm = sum(sum(t.loss_mask()) for t in all_trajs) if rl.aggregation == "token-mean" else len(all_trajs)
-    sums = {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "clip_low": 0.0, "clip_high": 0.0, "tokens": 0.0,
-            "engine_lp_diff": 0.0}
+    rl = cfg.rl
+    rewards_PG = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
+    signal = dynamic_sampling_keep(rewards_PG) if rl.kl_coef == 0 else torch.ones(len(groups), dtype=torch.bool)
+    keep = torch.nonzero(signal).flatten().tolist()
+    sums = dict.fromkeys(_SUMS, 0.0)
+    grad_norms = []
     model.train()
+    for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
+        chosen = [keep[i] for i in part]
+        grad_norms.append(_minibatch_step(model, optimizer, [groups[p] for p in chosen], adv_PG[chosen], cfg,
+                                          pad_id, ref_model, on_policy=k == 0, sums=sums))
+    model.eval()
+    n = max(sums["tokens"], 1.0)
+    return {
+        "loss": sums["loss"] / max(len(grad_norms), 1),
+        "entropy": sums["entropy"] / n,
+        "kl": sums["kl"] / n,
+        "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
+        "grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+        "optimizer_steps": len(grad_norms),
+        "groups_trained": len(keep),
+        "trained_tokens": sums["tokens"],
+        "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
+        "time_train_s": time.perf_counter() - start,
+    }
+
+
+def _minibatch_step(model, optimizer, groups, adv_PG, cfg: Config, pad_id: int, ref_model, on_policy: bool,
+                    sums: dict) -> float:
+    """One optimizer step over `groups`; adds the step's sums into `sums`, returns the gradient norm.
+
+    The ratio's denominator is the behaviour policy. While the weights are still the sampled ones
+    (the first minibatch) that is the current logprob, detached, so the ratio starts at exactly 1;
+    after an update it is the sampler's own logprob (a bf16 copy of the same weights, measured
+    0.002-0.007 nats/token away, logged as engine_logprob_abs_diff).
+    """
+    rl = cfg.rl
+    loss_fn = POLICY_LOSSES.get(rl.policy_loss)
+    aggregate = AGGREGATIONS.get(rl.aggregation)
+    kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 else None
+    trajs = [t for g in groups for t in g.trajectories]
+    norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
     for g, group in enumerate(groups):
-        if kl_fn is None and bool((adv_PG[g] == 0).all()):
-            continue
         batch = make_batch(group.trajectories, adv_PG[g].tolist(), pad_id)
         with autocast(cfg.model.precision):
             logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature)
         mask = batch.loss_mask
-        # One optimizer step per rollout batch: the behaviour policy is the current one, so the ratio
-        # starts at exactly 1 (engine logprobs differ slightly: bf16 sampling; logged below).
-        out = loss_fn(LossInputs(logp, logp.detach(), batch.advantages, mask, rl.clip_low, rl.clip_high))
+        old = logp.detach() if on_policy else batch.old_logprobs
+        out = loss_fn(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
         loss = aggregate(out.per_token_loss_BT, mask, norm)
         if kl_fn is not None:
             ref = ref_model if ref_model is not None else model
@@ -70,19 +113,7 @@ def rl_update(
         sums["clip_high"] += float(out.metrics["clip_high_tokens"])
         sums["tokens"] += float(mask.sum())
         sums["engine_lp_diff"] += float(((logp.detach() - batch.old_logprobs).abs() * mask).sum())
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm) if sums["tokens"] else 0.0
-    if sums["tokens"]:
-        optimizer.step()
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm))
+    optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    n = max(sums["tokens"], 1.0)
-    return {
-        "loss": sums["loss"],
-        "entropy": sums["entropy"] / n,
-        "kl": sums["kl"] / n,
-        "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
-        "grad_norm": float(grad_norm),
-        "trained_tokens": sums["tokens"],
-        "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
-        "time_train_s": time.perf_counter() - start,
-    }
+    return grad_norm
