@@ -87,7 +87,7 @@ def run_ours(steps: int, precision: str) -> dict:
         groups, stats = rollout(engine, tokenizer, harness_env, batch, GROUP, params, budget, seed=step)
         groups = score_groups(correct, groups)
         m = rollout_metrics(groups)
-        train_m = rl_update(model, optimizer, groups, compute_advantages(groups, cfg.rl.advantage), cfg,
+        train_m = rl_update(model, optimizer, groups, compute_advantages(groups, cfg.rl), cfg,
                             tokenizer.pad_token_id)
         engine.sync_weights()
         wall = time.perf_counter() - t0

@@ -9,7 +9,10 @@ from pathlib import Path
 from agentic_rl.types import Trajectory
 
 
-def trajectory_record(t: Trajectory, tokenizer, advantage: float | None = None) -> dict:
+def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | None = None) -> dict:
+    """`advantages`: per token, aligned with `token_ids()` (0 off sampled tokens)."""
+    mask = t.loss_mask()
+    sampled = [a for a, m in zip(advantages, mask) if m] if advantages is not None else []
     return {
         "task_id": t.task.id,
         "prompt": t.task.prompt,
@@ -17,7 +20,7 @@ def trajectory_record(t: Trajectory, tokenizer, advantage: float | None = None) 
         "meta": dict(t.task.meta),
         "reward": t.reward,
         "reward_details": dict(t.reward_details),
-        "advantage": advantage,
+        "advantage": sum(sampled) / len(sampled) if sampled else None,  # mean over sampled tokens
         "terminated": t.terminated,
         "truncated": t.truncated,
         "error": t.error,
@@ -37,15 +40,17 @@ def trajectory_record(t: Trajectory, tokenizer, advantage: float | None = None) 
             for turn in t.turns
         ],
         "token_ids": t.token_ids(),
-        "loss_mask": t.loss_mask(),
+        "loss_mask": mask,
+        "advantages": [round(float(a), 5) for a in advantages] if advantages is not None else None,
     }
 
 
 def write_trajectories(
-    path: Path, trajectories: Sequence[Trajectory], tokenizer, advantages: Sequence[float] | None = None
+    path: Path, trajectories: Sequence[Trajectory], tokenizer, advantages: Sequence | None = None
 ) -> None:
+    """Append one line per trajectory; `advantages[i]` is trajectory i's per-token advantage."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         for i, t in enumerate(trajectories):
-            adv = None if advantages is None else float(advantages[i])
+            adv = None if advantages is None else [float(a) for a in advantages[i]]
             f.write(json.dumps(trajectory_record(t, tokenizer, adv)) + "\n")

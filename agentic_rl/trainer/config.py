@@ -60,7 +60,8 @@ class RLConfig:
     group_size: int = 8
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     lr: float = 1e-6
-    advantage: str = "grpo"
+    advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
+    advantage_scale: str = "group"  # grpo only: divide by the std of the group, the batch, or none
     policy_loss: str = "ppo_clip"
     aggregation: str = "token-mean"
     clip_low: float = 0.2
@@ -196,10 +197,27 @@ def _check(cfg: Config) -> None:
         raise ConfigError("model.precision must be auto, bf16 or fp32")
     if cfg.rl.steps and cfg.rl.group_size < 2:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
+    _check_names(cfg.rl)
     for key in ("rl.lr", "sft.lr"):
         section, name = key.split(".")
         if getattr(getattr(cfg, section), name) <= 0:
             raise ConfigError(f"{key} must be > 0")
+
+
+def _check_names(rl: RLConfig) -> None:
+    """Algorithm names are checked against their registries now, not at the first RL step."""
+    from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
+    from agentic_rl.algorithms.aggregation import AGGREGATIONS
+    from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES
+
+    if rl.advantage == "gae":
+        raise ConfigError("rl.advantage: gae needs a critic, which the trainer does not train yet")
+    for key, registry in (("advantage", ADVANTAGE_ESTIMATORS), ("advantage_scale", SCALES),
+                          ("policy_loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
+                          ("kl_estimator", KL_ESTIMATORS)):
+        if getattr(rl, key) not in registry:
+            raise ConfigError(f"rl.{key}: unknown {registry.kind} {getattr(rl, key)!r}; "
+                              f"known: {', '.join(registry.names())}")
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

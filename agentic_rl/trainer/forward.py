@@ -29,8 +29,10 @@ def common_prefix_len(rows: Sequence[Sequence[int]], masks: Sequence[Sequence[in
     return n
 
 
-def make_batch(trajectories: Sequence[Trajectory], advantages: Sequence[float], pad_id: int) -> Batch:
-    """Rows = the trajectories' exact token sequences; each sample's advantage on its sampled tokens."""
+def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
+               advantages: Sequence[torch.Tensor] | None = None) -> Batch:
+    """Rows = the trajectories' exact token sequences. `advantages[i]` is trajectory i's per-token
+    advantage aligned with its `token_ids()` (0 off sampled tokens); None leaves them 0 (SFT)."""
     rows = [t.token_ids() for t in trajectories]
     masks = [t.loss_mask() for t in trajectories]
     lps = [t.sampled_logprobs() for t in trajectories]
@@ -47,7 +49,8 @@ def make_batch(trajectories: Sequence[Trajectory], advantages: Sequence[float], 
         input_ids[i, :n] = torch.tensor(row[p:])
         attention_mask[i, :n] = 1
         loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
-        adv[i, :n] = loss_mask[i, :n] * advantages[i]
+        if advantages is not None:
+            adv[i, :n] = loss_mask[i, :n] * advantages[i][p:].float()
         old[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
     return Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
 

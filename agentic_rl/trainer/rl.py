@@ -16,23 +16,39 @@ from collections.abc import Sequence
 
 import torch
 
-from agentic_rl.algorithms.advantages import ADVANTAGES
+from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
-from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
-from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.config import Config, RLConfig
 from agentic_rl.trainer.forward import make_batch, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
 _SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff")
 
 
-def compute_advantages(groups: Sequence[TrajectoryGroup], estimator: str) -> torch.Tensor:
-    """(P, G) advantages; groups must have equal size."""
-    rewards_PG = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
-    return ADVANTAGES.get(estimator)(rewards_PG)
+def compute_advantages(groups: Sequence[TrajectoryGroup], rl: RLConfig) -> list[torch.Tensor]:
+    """Per-token advantages of every trajectory (group by group), each aligned with its `token_ids()`
+    and 0 off sampled tokens. Outcome rewards, and per-turn rewards where turns carry them, go to the
+    estimator named by `rl.advantage`; groups must have equal size."""
+    trajs = [t for g in groups for t in g.trajectories]
+    lengths = [len(t.token_ids()) for t in trajs]
+    B, T, K = len(trajs), max(lengths), max(len(t.turns) for t in trajs)
+    mask_BT = torch.zeros(B, T)
+    turn_BT = torch.zeros(B, T, dtype=torch.long)
+    turn_rewards_BK = torch.zeros(B, K)
+    for i, t in enumerate(trajs):
+        mask_BT[i, : lengths[i]] = torch.tensor(t.loss_mask(), dtype=torch.float)
+        turn_BT[i, : lengths[i]] = torch.tensor([k for k, turn in enumerate(t.turns)
+                                                 for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
+        turn_rewards_BK[i, : len(t.turns)] = torch.tensor([turn.reward or 0.0 for turn in t.turns])
+    process = bool(turn_rewards_BK.any())
+    out = ADVANTAGE_ESTIMATORS.get(rl.advantage)(AdvantageInputs(
+        torch.tensor([g.rewards for g in groups], dtype=torch.float32), mask_BT,
+        turn_index_BT=turn_BT if process else None, turn_rewards_BK=turn_rewards_BK if process else None,
+        scale=rl.advantage_scale))
+    return [out.advantages_BT[i, : lengths[i]] for i in range(B)]
 
 
 def split_minibatches(n: int, k: int) -> list[range]:
@@ -43,22 +59,23 @@ def split_minibatches(n: int, k: int) -> list[range]:
 
 
 def rl_update(
-    model, optimizer, groups: Sequence[TrajectoryGroup], adv_PG: torch.Tensor, cfg: Config, pad_id: int,
-    ref_model=None,
+    model, optimizer, groups: Sequence[TrajectoryGroup], advantages: Sequence[torch.Tensor], cfg: Config,
+    pad_id: int, ref_model=None,
 ) -> dict[str, float]:
-    """Optimizer steps on the groups, with advantages (P, G) from `compute_advantages`."""
+    """Optimizer steps on the groups, with per-trajectory advantages from `compute_advantages`."""
     start = time.perf_counter()
     rl = cfg.rl
-    rewards_PG = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
-    signal = dynamic_sampling_keep(rewards_PG) if rl.kl_coef == 0 else torch.ones(len(groups), dtype=torch.bool)
-    keep = torch.nonzero(signal).flatten().tolist()
+    G = len(groups[0].trajectories) if groups else 0
+    by_group = [advantages[p * G : (p + 1) * G] for p in range(len(groups))]
+    # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal.
+    keep = [p for p, adv in enumerate(by_group) if rl.kl_coef > 0 or any(bool(a.any()) for a in adv)]
     sums = dict.fromkeys(_SUMS, 0.0)
     grad_norms = []
     model.train()
     for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
         chosen = [keep[i] for i in part]
-        grad_norms.append(_minibatch_step(model, optimizer, [groups[p] for p in chosen], adv_PG[chosen], cfg,
-                                          pad_id, ref_model, on_policy=k == 0, sums=sums))
+        grad_norms.append(_minibatch_step(model, optimizer, [groups[p] for p in chosen], [by_group[p] for p in chosen],
+                                          cfg, pad_id, ref_model, on_policy=k == 0, sums=sums))
     model.eval()
     n = max(sums["tokens"], 1.0)
     return {
@@ -75,7 +92,7 @@ def rl_update(
     }
 
 
-def _minibatch_step(model, optimizer, groups, adv_PG, cfg: Config, pad_id: int, ref_model, on_policy: bool,
+def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: int, ref_model, on_policy: bool,
                     sums: dict) -> float:
     """One optimizer step over `groups`; adds the step's sums into `sums`, returns the gradient norm.
 
@@ -92,7 +109,7 @@ def _minibatch_step(model, optimizer, groups, adv_PG, cfg: Config, pad_id: int, 
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
     for g, group in enumerate(groups):
-        batch = make_batch(group.trajectories, adv_PG[g].tolist(), pad_id)
+        batch = make_batch(group.trajectories, pad_id, advantages[g])
         with autocast(cfg.model.precision):
             logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature)
         mask = batch.loss_mask

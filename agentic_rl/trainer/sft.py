@@ -16,7 +16,7 @@ from agentic_rl.types import Trajectory
 def sft_step(model, optimizer, trajectories: Sequence[Trajectory], pad_id: int, precision: str) -> dict[str, float]:
     """One optimizer step of token-mean negative log-likelihood over the action tokens."""
     model.train()
-    batch = make_batch(trajectories, [0.0] * len(trajectories), pad_id)
+    batch = make_batch(trajectories, pad_id)
     with autocast(precision):
         logp, _ = token_logprobs(model, batch)
     mask = batch.loss_mask

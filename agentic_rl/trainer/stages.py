@@ -57,10 +57,9 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                                 seed=rl.seed * 1_000_003 + step)
         groups = score_groups(reward_fn, groups)
         metrics = rollout_metrics(groups)
-        adv_PG = compute_advantages(groups, rl.advantage)
-        metrics.update(rl_update(model, optimizer, groups, adv_PG, cfg, tokenizer.pad_token_id, ref_model))
+        advantages = compute_advantages(groups, rl)
+        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model))
         version = engine.sync_weights()
-        advantages = adv_PG.flatten().tolist()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
         write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k])

@@ -74,7 +74,7 @@ def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch)
     masked_text = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
     assert "<tool_response>\n42\n</tool_response>" in masked_text and "What" not in tokenizer.decode(sampled)
     # 3. The trainer's logprobs of the training batch equal the engine's logprobs of its samples.
-    batch = make_batch([traj], [1.0], tokenizer.pad_token_id)
+    batch = make_batch([traj], tokenizer.pad_token_id)
     with torch.no_grad():
         logp, _ = token_logprobs(tiny, batch)
     m = batch.loss_mask.bool()

@@ -3,6 +3,8 @@ the behaviour-policy choice (ratio exactly 1 on the first minibatch)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from agentic_rl.trainer.config import load_config
@@ -36,7 +38,7 @@ def _update(tiny, tokenizer, minibatches: int, rewards: list[list[float]]):
     gen = torch.Generator().manual_seed(0)
     groups = [_group(i, r, gen) for i, r in enumerate(rewards)]
     opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
-    return rl_update(tiny, opt, groups, compute_advantages(groups, "grpo"), cfg, tokenizer.pad_token_id)
+    return rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
 
 
 def test_minibatches_take_one_optimizer_step_each_and_skip_groups_without_spread(tiny, tokenizer):
@@ -58,3 +60,36 @@ def test_no_spread_anywhere_trains_nothing(tiny, tokenizer):
     m = _update(tiny, tokenizer, 2, [[1.0] * 4, [0.0] * 4])
     assert m["optimizer_steps"] == 0 and m["trained_tokens"] == 0
     assert all(torch.equal(v, tiny.state_dict()[k]) for k, v in before.items())
+
+
+def test_estimators_from_the_recipe_give_per_token_credit_on_sampled_tokens_only():
+    gen = torch.Generator().manual_seed(1)
+    groups = [_group(0, [1.0, 0.0, 0.0, 0.0], gen)]
+    for name in ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"):
+        cfg = load_config("recipes/tiny.yaml", [f"rl.advantage={name}"])
+        advs = compute_advantages(groups, cfg.rl)
+        for t, a in zip(groups[0].trajectories, advs):
+            assert a.shape == (len(t.token_ids()),)
+            assert not a[torch.tensor(t.loss_mask()) == 0].any()
+    # RLOO by hand: sample 0 has r=1, the others' mean is 0 -> +1; sample 1: r=0 - (1+0+0)/3 = -1/3.
+    advs = compute_advantages(groups, load_config("recipes/tiny.yaml", ["rl.advantage=rloo"]).rl)
+    assert float(advs[0].max()) == 1.0 and abs(float(advs[1].min()) + 1 / 3) < 1e-6
+
+
+def test_per_turn_rewards_reach_the_turn_they_belong_to():
+    # Two samples with equal outcomes (Dr.GRPO outcome part 0), but sample 0's first turn earned a
+    # process reward of 1. Turn rewards are centred over the group's 4 turns (mean 1/4): sample 0
+    # gets +0.75 at turn 0 and -0.25 at turn 1, sample 1 gets -0.25 at both. Credit is reward-to-go
+    # over sampled tokens: turn 0's tokens see their own turn's reward and every later one's.
+    gen = torch.Generator().manual_seed(2)
+    group = _group(0, [1.0, 1.0], gen)
+    t0 = group.trajectories[0]
+    rewarded = Trajectory(t0.task, (replace(t0.turns[0], reward=1.0), t0.turns[1]), reward=1.0)
+    group = TrajectoryGroup(group.task, (rewarded, group.trajectories[1]))
+    cfg = load_config("recipes/tiny.yaml", ["rl.advantage=dr_grpo"])
+    adv0, adv1 = compute_advantages([group], cfg.rl)
+    turn0 = slice(10, 16)  # 10 prompt ids, then turn 0's 6 sampled ids
+    assert torch.allclose(adv0[turn0], torch.full((6,), 0.75 - 0.25))
+    assert torch.allclose(adv0[16 + 3 :], torch.full((4,), -0.25))  # turn 1, after 3 observation ids
+    assert torch.allclose(adv1[turn0], torch.full((6,), -0.5))
+    assert not adv0[16:19].any()  # the observation between the turns gets no credit
