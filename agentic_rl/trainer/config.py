@@ -59,6 +59,8 @@ class RLConfig:
     tasks_per_step: int = 4
     group_size: int = 8
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
+    task_sampler: str = "uniform"  # uniform | pass_rate (curriculum on the pass rate of each task kind)
+    task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
     lr: float = 1e-6
     advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
     advantage_scale: str = "group"  # grpo only: divide by the std of the group, the batch, or none
@@ -106,7 +108,7 @@ class Config:
         return Path(self.output_dir or Path("runs") / self.name)
 
 
-_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "sft.examples": 0, "sft.batch_size": 1,
+_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
 
@@ -209,7 +211,10 @@ def _check_names(rl: RLConfig) -> None:
     from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
     from agentic_rl.algorithms.aggregation import AGGREGATIONS
     from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES
+    from agentic_rl.data.curriculum import SAMPLERS
 
+    if rl.task_sampler not in SAMPLERS:
+        raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
     if rl.advantage == "gae":
         raise ConfigError("rl.advantage: gae needs a critic, which the trainer does not train yet")
     for key, registry in (("advantage", ADVANTAGE_ESTIMATORS), ("advantage_scale", SCALES),

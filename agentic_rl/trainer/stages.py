@@ -7,6 +7,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
@@ -46,16 +47,18 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     reward_fn = spec.make_reward(cfg.env.options)
     params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
-    tasks = spec.tasks("train", rl.steps * rl.tasks_per_step, rl.seed)
+    sampler = make_sampler(rl.task_sampler, spec.tasks("train", rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed),
+                           seed=rl.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.lr, weight_decay=0.0)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
     for step in bar:
         t0 = time.perf_counter()
-        batch_tasks = tasks[(step - 1) * rl.tasks_per_step : step * rl.tasks_per_step]
+        batch_tasks = sampler.sample(rl.tasks_per_step)
         groups, stats = rollout(engine, tokenizer, make_env, batch_tasks, rl.group_size, params, budget,
                                 seed=rl.seed * 1_000_003 + step)
         groups = score_groups(reward_fn, groups)
+        sampler.update(groups)
         metrics = rollout_metrics(groups)
         advantages = compute_advantages(groups, rl)
         metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model))

@@ -1,0 +1,128 @@
+"""Task samplers for RL: which training tasks the next step rolls out.
+
+A group whose samples all succeed or all fail has zero reward spread and teaches GRPO nothing, yet
+its rollout costs as much as any other. `PassRateCurriculum` tracks the pass rate of each *kind* of
+task (a meta field such as the calculator's template, or the task id) and draws kinds with weight
+
+    w_k = p_k (1 - p_k) + floor,     p_k = (successes_k + 1) / (attempts_k + 2)
+
+— the Bernoulli variance of the reward, which is largest at p = 1/2, so tasks the policy already
+solves and tasks it cannot solve yet are drawn less, but never not at all (the floor). This is the online
+difficulty filtering of e.g. Bae et al. 2025 ("Online Difficulty Filtering for Reasoning Oriented
+RL") and the variance criterion of RAGEN's StarPO-S, applied before sampling instead of after.
+Pass-rate counts decay by `decay` per update, so a kind the policy has learned falls out of focus.
+
+A sample counts as a success when its reward reaches `threshold` (the calculator's correct answer
+scores 1.0, a well-formed wrong one 0.1). Samplers draw from a fixed pool of tasks and never repeat a task until the pool is used up. Their
+state is a plain dict (`state_dict` / `load_state_dict`) for checkpoints.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from agentic_rl.types import Task, TrajectoryGroup
+
+SAMPLERS: dict[str, Callable[..., TaskSampler]] = {}
+
+
+def register_sampler(name: str):
+    def add(cls):
+        if name in SAMPLERS:
+            raise ValueError(f"task sampler {name!r} is already registered")
+        SAMPLERS[name] = cls
+        return cls
+
+    return add
+
+
+def make_sampler(name: str, pool: Sequence[Task], seed: int, **options: Any) -> TaskSampler:
+    if name not in SAMPLERS:
+        raise KeyError(f"unknown task sampler {name!r}; known: {', '.join(sorted(SAMPLERS))}")
+    return SAMPLERS[name](pool, seed=seed, **options)
+
+
+class TaskSampler:
+    """Draws tasks from `pool` in order; subclasses choose which."""
+
+    def __init__(self, pool: Sequence[Task], seed: int = 0):
+        if not pool:
+            raise ValueError("a task sampler needs a non-empty pool")
+        self.pool = list(pool)
+        self.used: set[int] = set()
+        self.rng = random.Random(seed)
+
+    def sample(self, n: int) -> list[Task]:
+        return [self._next(self._unused()) for _ in range(n)]
+
+    def update(self, groups: Iterable[TrajectoryGroup]) -> None:
+        """Called with each step's scored groups."""
+
+    def _unused(self) -> list[int]:
+        if len(self.used) >= len(self.pool):  # pool exhausted: start a new pass over it
+            self.used.clear()
+        return [i for i in range(len(self.pool)) if i not in self.used]
+
+    def _next(self, candidates: list[int]) -> Task:
+        i = candidates[0]
+        self.used.add(i)
+        return self.pool[i]
+
+    def state_dict(self) -> dict:
+        return {"used": sorted(self.used), "rng": self.rng.getstate()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.used = set(state["used"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+
+
+@register_sampler("uniform")
+class UniformSampler(TaskSampler):
+    """The pool in its own order (a generator's pool is already a random stream)."""
+
+
+@register_sampler("pass_rate")
+class PassRateCurriculum(TaskSampler):
+    def __init__(self, pool: Sequence[Task], seed: int = 0, key: str = "template", floor: float = 0.02,
+                 decay: float = 0.9, threshold: float = 1.0):
+        super().__init__(pool, seed)
+        self.key, self.floor, self.decay, self.threshold = key, floor, decay, threshold
+        self.successes: dict[str, float] = {}
+        self.attempts: dict[str, float] = {}
+
+    def kind(self, task: Task) -> str:
+        return str(task.meta.get(self.key, task.id))
+
+    def pass_rate(self, kind: str) -> float:
+        return (self.successes.get(kind, 0.0) + 1) / (self.attempts.get(kind, 0.0) + 2)
+
+    def weight(self, kind: str) -> float:
+        p = self.pass_rate(kind)
+        return p * (1 - p) + self.floor
+
+    def _next(self, candidates: list[int]) -> Task:
+        by_kind: dict[str, list[int]] = {}
+        for i in candidates:
+            by_kind.setdefault(self.kind(self.pool[i]), []).append(i)
+        kinds = sorted(by_kind)
+        chosen = self.rng.choices(kinds, weights=[self.weight(k) for k in kinds])[0]
+        return super()._next(by_kind[chosen])
+
+    def update(self, groups: Iterable[TrajectoryGroup]) -> None:
+        for k in self.attempts:
+            self.attempts[k] *= self.decay
+            self.successes[k] *= self.decay
+        for g in groups:
+            k = self.kind(g.task)
+            self.attempts[k] = self.attempts.get(k, 0.0) + len(g.trajectories)
+            self.successes[k] = self.successes.get(k, 0.0) + sum(t.reward >= self.threshold for t in g.trajectories)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "successes": dict(self.successes), "attempts": dict(self.attempts)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.successes, self.attempts = dict(state["successes"]), dict(state["attempts"])

@@ -1,0 +1,57 @@
+"""Task samplers: the uniform one keeps the pool's order; the pass-rate curriculum draws the kinds
+with the most reward variance more often, never drops a kind, and round-trips its state."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler
+from agentic_rl.types import Task, Trajectory, TrajectoryGroup
+
+
+def _pool(n_per_kind: int = 200) -> list[Task]:
+    return [Task(f"{k}-{i}", "p", meta={"template": k}) for i in range(n_per_kind) for k in ("easy", "mid", "hard")]
+
+
+def _groups(kind_rates: dict[str, float], G: int = 10) -> list[TrajectoryGroup]:
+    out = []
+    for kind, rate in kind_rates.items():
+        task = Task(f"{kind}-x", "p", meta={"template": kind})
+        wins = round(rate * G)
+        out.append(TrajectoryGroup(task, tuple(Trajectory(task, (), reward=1.0 if g < wins else 0.1) for g in range(G))))
+    return out
+
+
+def test_uniform_keeps_the_pool_order_and_never_repeats_before_the_pool_is_used():
+    pool = _pool(2)
+    s = make_sampler("uniform", pool, seed=0)
+    assert s.sample(4) + s.sample(2) == pool
+    assert s.sample(1) == pool[:1]  # a new pass over the pool
+
+
+def test_pass_rate_prefers_the_kind_with_the_most_reward_variance():
+    s = PassRateCurriculum(_pool(), seed=0)
+    for _ in range(5):
+        s.update(_groups({"easy": 1.0, "mid": 0.5, "hard": 0.0}))
+    # p = (s+1)/(n+2) with decayed counts: easy ~0.98, mid 0.5, hard ~0.02 -> weights ~0.04, 0.27, 0.04
+    assert s.weight("mid") > 5 * s.weight("easy") and s.weight("mid") > 5 * s.weight("hard")
+    drawn = collections.Counter(s.kind(t) for t in s.sample(300))
+    assert drawn["mid"] > 3 * drawn["easy"] and drawn["mid"] > 3 * drawn["hard"]
+    assert drawn["easy"] > 0 and drawn["hard"] > 0  # the floor keeps every kind in play
+    assert len({t.id for t in s.pool if s.pool.index(t) in s.used}) == 300  # no task drawn twice
+
+
+def test_pass_rate_state_round_trips():
+    a = PassRateCurriculum(_pool(), seed=3)
+    a.update(_groups({"easy": 0.9, "mid": 0.4}))
+    a.sample(7)
+    b = PassRateCurriculum(_pool(), seed=99)
+    b.load_state_dict(a.state_dict())
+    assert [t.id for t in a.sample(20)] == [t.id for t in b.sample(20)]
+
+
+def test_unknown_sampler_lists_the_known_ones():
+    with pytest.raises(KeyError, match="known: pass_rate, uniform"):
+        make_sampler("hardest_first", _pool(1), seed=0)
