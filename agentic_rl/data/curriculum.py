@@ -60,6 +60,10 @@ class TaskSampler:
     def update(self, groups: Iterable[TrajectoryGroup]) -> None:
         """Called with each step's scored groups."""
 
+    def metrics(self) -> dict[str, float]:
+        """What the sampler believes, for metrics.jsonl."""
+        return {}
+
     def _unused(self) -> list[int]:
         if len(self.used) >= len(self.pool):  # pool exhausted: start a new pass over it
             self.used.clear()
@@ -119,6 +123,9 @@ class PassRateCurriculum(TaskSampler):
             k = self.kind(g.task)
             self.attempts[k] = self.attempts.get(k, 0.0) + len(g.trajectories)
             self.successes[k] = self.successes.get(k, 0.0) + sum(t.reward >= self.threshold for t in g.trajectories)
+
+    def metrics(self) -> dict[str, float]:
+        return {f"pass_rate/{k}": round(self.pass_rate(k), 4) for k in sorted(self.attempts)}
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "successes": dict(self.successes), "attempts": dict(self.attempts)}

@@ -55,3 +55,10 @@ def test_pass_rate_state_round_trips():
 def test_unknown_sampler_lists_the_known_ones():
     with pytest.raises(KeyError, match="known: pass_rate, uniform"):
         make_sampler("hardest_first", _pool(1), seed=0)
+
+
+def test_pass_rate_metrics_name_each_kind_seen():
+    s = PassRateCurriculum(_pool(), seed=0)
+    assert s.metrics() == {}
+    s.update(_groups({"easy": 1.0, "hard": 0.0}))  # 10/10 and 0/10: (10+1)/12 and 1/12
+    assert s.metrics() == {"pass_rate/easy": round(11 / 12, 4), "pass_rate/hard": round(1 / 12, 4)}
