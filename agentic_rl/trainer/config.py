@@ -70,6 +70,7 @@ class RLConfig:
     clip_high: float = 0.2
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    entropy_coef: float = 0.0  # > 0 adds an entropy bonus -coef * H to the loss
     max_grad_norm: float = 1.0
     seed: int = 2
 
@@ -200,6 +201,8 @@ def _check(cfg: Config) -> None:
     if cfg.rl.steps and cfg.rl.group_size < 2:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
+    if cfg.rl.kl_coef < 0 or cfg.rl.entropy_coef < 0:
+        raise ConfigError("rl.kl_coef and rl.entropy_coef must be >= 0")
     for key in ("rl.lr", "sft.lr"):
         section, name = key.split(".")
         if getattr(getattr(cfg, section), name) <= 0:

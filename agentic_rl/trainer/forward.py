@@ -55,8 +55,10 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
     return Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
 
 
-def token_logprobs(model, batch: Batch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logprobs_BT, entropy_BT) of the trained tokens under `model` (entropy detached, for metrics).
+def token_logprobs(model, batch: Batch, temperature: float = 1.0,
+                   entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logprobs_BT, entropy_BT) of the trained tokens under `model`. The entropy is detached (a
+    metric) unless `entropy_grad` (an entropy bonus in the loss).
 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
@@ -82,6 +84,6 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0) -> tuple[torch
     sel = batch.loss_mask.bool()
     logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
     token_lp = torch.zeros(ids.shape, dtype=logp.dtype).masked_scatter(sel, logp.gather(-1, ids[sel][:, None])[:, 0])
-    with torch.no_grad():
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         entropy = torch.zeros(ids.shape).masked_scatter(sel, -(logp.exp() * logp).sum(-1))
     return token_lp, entropy

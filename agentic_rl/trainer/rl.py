@@ -5,8 +5,9 @@ minibatch updates: more learning per sampled token). Within a minibatch there is
 group (its rows share the prompt, forwarded once); losses use the minibatch's global normalizer, so
 the gradient equals the whole minibatch's gradient however it is split.
 
-Groups whose rewards have no spread carry no policy-gradient signal. Without a KL term they are
-dropped before the split (DAPO's dynamic-sampling filter), so every minibatch has signal.
+Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gradient signal.
+Without a KL or entropy term they are dropped before the split (DAPO's dynamic-sampling filter), so
+every minibatch has signal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
+from agentic_rl.algorithms.kl import entropy_bonus
 from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
@@ -67,8 +69,10 @@ def rl_update(
     rl = cfg.rl
     G = len(groups[0].trajectories) if groups else 0
     by_group = [advantages[p * G : (p + 1) * G] for p in range(len(groups))]
-    # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal.
-    keep = [p for p, adv in enumerate(by_group) if rl.kl_coef > 0 or any(bool(a.any()) for a in adv)]
+    # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal; it
+    # is trained only for the KL or entropy terms.
+    regularized = rl.kl_coef > 0 or rl.entropy_coef > 0
+    keep = [p for p, adv in enumerate(by_group) if regularized or any(bool(a.any()) for a in adv)]
     sums = dict.fromkeys(_SUMS, 0.0)
     grad_norms = []
     model.train()
@@ -111,11 +115,13 @@ def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: i
     for g, group in enumerate(groups):
         batch = make_batch(group.trajectories, pad_id, advantages[g])
         with autocast(cfg.model.precision):
-            logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature)
+            logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0)
         mask = batch.loss_mask
         old = logp.detach() if on_policy else batch.old_logprobs
         out = loss_fn(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
         loss = aggregate(out.per_token_loss_BT, mask, norm)
+        if rl.entropy_coef > 0:
+            loss = loss + entropy_bonus(entropy, mask, rl.entropy_coef, aggregate, norm)
         if kl_fn is not None:
             ref = ref_model if ref_model is not None else model
             with torch.no_grad(), autocast(cfg.model.precision), reference_context(ref):
@@ -125,7 +131,7 @@ def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: i
             sums["kl"] += float((kl.detach() * mask).sum())
         loss.backward()
         sums["loss"] += float(loss.detach())
-        sums["entropy"] += float((entropy * mask).sum())
+        sums["entropy"] += float((entropy.detach() * mask).sum())
         sums["clip_low"] += float(out.metrics["clip_low_tokens"])
         sums["clip_high"] += float(out.metrics["clip_high_tokens"])
         sums["tokens"] += float(mask.sum())

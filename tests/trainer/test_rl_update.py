@@ -114,3 +114,16 @@ def test_every_registered_algorithm_trains_through_the_trainer(tiny, tokenizer, 
     m = rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
     assert m["optimizer_steps"] == 2 and math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])
     assert not torch.equal(before["lm_head.weight"], tiny.state_dict()["lm_head.weight"])
+
+
+def test_entropy_bonus_raises_entropy_when_there_is_no_reward_signal(tiny, tokenizer):
+    # Equal rewards: the policy-gradient term is 0, so the only force is the bonus -coef * H.
+    cfg = load_config("recipes/tiny.yaml", ["rl.entropy_coef=1.0", "rl.lr=1e-2"])
+    gen = torch.Generator().manual_seed(4)
+    groups = [_group(0, [1.0] * 4, gen)]
+    with torch.no_grad():  # a random model is near maximal entropy; sharpen it so H has room to rise
+        tiny.model.norm.weight.mul_(30.0)
+    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
+    entropies = [rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)["entropy"]
+                 for _ in range(4)]
+    assert entropies[-1] > entropies[0]
