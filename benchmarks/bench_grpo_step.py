@@ -43,7 +43,8 @@ from agentic_rl.rewards.base import Score  # noqa: E402
 from agentic_rl.rewards.scoring import score_groups  # noqa: E402
 from agentic_rl.rollout.loop import Budget, rollout  # noqa: E402
 from agentic_rl.trainer.config import load_config  # noqa: E402
-from agentic_rl.trainer.rl import compute_advantages, rl_update  # noqa: E402
+from agentic_rl.trainer.credit import compute_advantages  # noqa: E402
+from agentic_rl.trainer.rl import rl_update  # noqa: E402
 from agentic_rl.types import Task  # noqa: E402
 
 TASKS_PER_STEP, GROUP = 4, 8

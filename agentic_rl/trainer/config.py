@@ -70,7 +70,11 @@ class RLConfig:
     clip_high: float = 0.2
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    kl_mode: str = "loss"  # loss: a KL term in the loss | reward: a per-token KL penalty in the reward
     entropy_coef: float = 0.0  # > 0 adds an entropy bonus -coef * H to the loss
+    overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
+    overlong_factor: float = 1.0
+    mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
     max_grad_norm: float = 1.0
     seed: int = 2
 
@@ -201,6 +205,10 @@ def _check(cfg: Config) -> None:
     if cfg.rl.steps and cfg.rl.group_size < 2:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
+    if cfg.rl.kl_mode not in ("loss", "reward"):
+        raise ConfigError("rl.kl_mode must be loss or reward")
+    if not 0 <= cfg.rl.overlong_buffer <= cfg.rollout.max_episode_tokens:
+        raise ConfigError("rl.overlong_buffer must be in [0, rollout.max_episode_tokens]")
     if cfg.rl.kl_coef < 0 or cfg.rl.entropy_coef < 0:
         raise ConfigError("rl.kl_coef and rl.entropy_coef must be >= 0")
     for key in ("rl.lr", "sft.lr"):

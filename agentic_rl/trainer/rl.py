@@ -17,40 +17,17 @@ from collections.abc import Sequence
 
 import torch
 
-from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
+from agentic_rl.algorithms.dapo import mask_truncated
 from agentic_rl.algorithms.kl import entropy_bonus
 from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
-from agentic_rl.trainer.config import Config, RLConfig
+from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.forward import make_batch, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
 _SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff")
-
-
-def compute_advantages(groups: Sequence[TrajectoryGroup], rl: RLConfig) -> list[torch.Tensor]:
-    """Per-token advantages of every trajectory (group by group), each aligned with its `token_ids()`
-    and 0 off sampled tokens. Outcome rewards, and per-turn rewards where turns carry them, go to the
-    estimator named by `rl.advantage`; groups must have equal size."""
-    trajs = [t for g in groups for t in g.trajectories]
-    lengths = [len(t.token_ids()) for t in trajs]
-    B, T, K = len(trajs), max(lengths), max(len(t.turns) for t in trajs)
-    mask_BT = torch.zeros(B, T)
-    turn_BT = torch.zeros(B, T, dtype=torch.long)
-    turn_rewards_BK = torch.zeros(B, K)
-    for i, t in enumerate(trajs):
-        mask_BT[i, : lengths[i]] = torch.tensor(t.loss_mask(), dtype=torch.float)
-        turn_BT[i, : lengths[i]] = torch.tensor([k for k, turn in enumerate(t.turns)
-                                                 for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
-        turn_rewards_BK[i, : len(t.turns)] = torch.tensor([turn.reward or 0.0 for turn in t.turns])
-    process = bool(turn_rewards_BK.any())
-    out = ADVANTAGE_ESTIMATORS.get(rl.advantage)(AdvantageInputs(
-        torch.tensor([g.rewards for g in groups], dtype=torch.float32), mask_BT,
-        turn_index_BT=turn_BT if process else None, turn_rewards_BK=turn_rewards_BK if process else None,
-        scale=rl.advantage_scale))
-    return [out.advantages_BT[i, : lengths[i]] for i in range(B)]
 
 
 def split_minibatches(n: int, k: int) -> list[range]:
@@ -71,7 +48,7 @@ def rl_update(
     by_group = [advantages[p * G : (p + 1) * G] for p in range(len(groups))]
     # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal; it
     # is trained only for the KL or entropy terms.
-    regularized = rl.kl_coef > 0 or rl.entropy_coef > 0
+    regularized = (rl.kl_coef > 0 and rl.kl_mode == "loss") or rl.entropy_coef > 0
     keep = [p for p, adv in enumerate(by_group) if regularized or any(bool(a.any()) for a in adv)]
     sums = dict.fromkeys(_SUMS, 0.0)
     grad_norms = []
@@ -108,8 +85,8 @@ def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: i
     rl = cfg.rl
     loss_fn = POLICY_LOSSES.get(rl.policy_loss)
     aggregate = AGGREGATIONS.get(rl.aggregation)
-    kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 else None
-    trajs = [t for g in groups for t in g.trajectories]
+    kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 and rl.kl_mode == "loss" else None
+    trajs = [t for g in groups for t in g.trajectories if not (rl.mask_truncated and t.truncated)]
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
     for g, group in enumerate(groups):
@@ -117,6 +94,8 @@ def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: i
         with autocast(cfg.model.precision):
             logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0)
         mask = batch.loss_mask
+        if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
+            mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
         old = logp.detach() if on_policy else batch.old_logprobs
         out = loss_fn(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
         loss = aggregate(out.per_token_loss_BT, mask, norm)

@@ -18,7 +18,8 @@ from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstration_trajectory
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.rl import compute_advantages, rl_update
+from agentic_rl.trainer.credit import compute_advantages, kl_token_rewards, outcome_rewards
+from agentic_rl.trainer.rl import rl_update
 from agentic_rl.trainer.sft import sft_train
 
 
@@ -60,7 +61,9 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         groups = score_groups(reward_fn, groups)
         sampler.update(groups)
         metrics = rollout_metrics(groups)
-        advantages = compute_advantages(groups, rl)
+        kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
+                      if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
+        advantages = compute_advantages(groups, rl, outcome_rewards(groups, cfg), kl_rewards)
         metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model))
         version = engine.sync_weights()
         trajs = [t for g in groups for t in g.trajectories]

@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.rl import compute_advantages, rl_update, split_minibatches
-from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+from agentic_rl.trainer.credit import compute_advantages
+from agentic_rl.trainer.rl import rl_update, split_minibatches
+from agentic_rl.types import Trajectory, TrajectoryGroup
 
 
-def test_split_minibatches_covers_every_group_once():
+def test_split_minibatches_covers_every_group_once(make_group):
     for n in range(0, 9):
         for k in range(1, 5):
             parts = split_minibatches(n, k)
@@ -23,50 +24,38 @@ def test_split_minibatches_covers_every_group_once():
                 assert len(parts) == min(k, n) and max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
-def _group(task_id: int, rewards: list[float], gen: torch.Generator) -> TrajectoryGroup:
-    prompt = tuple(range(10, 20))  # shared by the group, as a real prompt is
-    trajs = []
-    for r in rewards:
-        action = tuple(int(x) for x in torch.randint(100, 5000, (6,), generator=gen))
-        obs = tuple(int(x) for x in torch.randint(100, 5000, (3,), generator=gen))
-        final = tuple(int(x) for x in torch.randint(100, 5000, (4,), generator=gen))
-        turns = (Turn(prompt, action, (-1.0,) * 6, "a", "stop"), Turn(obs, final, (-1.0,) * 4, "b", "eos"))
-        trajs.append(Trajectory(Task(str(task_id), "p"), turns, reward=r))
-    return TrajectoryGroup(Task(str(task_id), "p"), tuple(trajs))
-
-
-def _update(tiny, tokenizer, minibatches: int, rewards: list[list[float]]):
+def _update(tiny, tokenizer, make_group, minibatches: int, rewards: list[list[float]]):
     cfg = load_config("recipes/tiny.yaml", [f"rl.minibatches={minibatches}", "rl.lr=1e-3"])
     gen = torch.Generator().manual_seed(0)
-    groups = [_group(i, r, gen) for i, r in enumerate(rewards)]
+    groups = [make_group(i, r, gen) for i, r in enumerate(rewards)]
     opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
     return rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
 
 
-def test_minibatches_take_one_optimizer_step_each_and_skip_groups_without_spread(tiny, tokenizer):
+def test_minibatches_take_one_optimizer_step_each_and_skip_groups_without_spread(tiny, tokenizer, make_group):
     rewards = [[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.1, 1.0, 1.0, 0.1]]
-    m = _update(tiny, tokenizer, 2, rewards)
+    m = _update(tiny, tokenizer, make_group, 2, rewards)
     assert m["groups_trained"] == 3  # the all-equal group has zero advantage: dropped
     assert m["optimizer_steps"] == 2
     assert m["trained_tokens"] == 3 * 4 * 10  # 3 groups x 4 samples x (6 + 4) sampled tokens
 
 
-def test_single_minibatch_is_on_policy(tiny, tokenizer):
+def test_single_minibatch_is_on_policy(tiny, tokenizer, make_group):
     # One minibatch: the behaviour policy is the current one, so no token can be clipped.
-    m = _update(tiny, tokenizer, 1, [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    m = _update(tiny, tokenizer, make_group, 1, [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
     assert m["optimizer_steps"] == 1 and m["clip_frac"] == 0.0
 
 
-def test_no_spread_anywhere_trains_nothing(tiny, tokenizer):
+def test_no_spread_anywhere_trains_nothing(tiny, tokenizer, make_group):
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
-    m = _update(tiny, tokenizer, 2, [[1.0] * 4, [0.0] * 4])
+    m = _update(tiny, tokenizer, make_group, 2, [[1.0] * 4, [0.0] * 4])
     assert m["optimizer_steps"] == 0 and m["trained_tokens"] == 0
     assert all(torch.equal(v, tiny.state_dict()[k]) for k, v in before.items())
 
 
-def test_estimators_from_the_recipe_give_per_token_credit_on_sampled_tokens_only():
+def test_estimators_from_the_recipe_give_per_token_credit_on_sampled_tokens_only(make_group):
     gen = torch.Generator().manual_seed(1)
-    groups = [_group(0, [1.0, 0.0, 0.0, 0.0], gen)]
+    groups = [make_group(0, [1.0, 0.0, 0.0, 0.0], gen)]
     for name in ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"):
         cfg = load_config("recipes/tiny.yaml", [f"rl.advantage={name}"])
         advs = compute_advantages(groups, cfg.rl)
@@ -78,13 +67,13 @@ def test_estimators_from_the_recipe_give_per_token_credit_on_sampled_tokens_only
     assert float(advs[0].max()) == 1.0 and abs(float(advs[1].min()) + 1 / 3) < 1e-6
 
 
-def test_per_turn_rewards_reach_the_turn_they_belong_to():
+def test_per_turn_rewards_reach_the_turn_they_belong_to(make_group):
     # Two samples with equal outcomes (Dr.GRPO outcome part 0), but sample 0's first turn earned a
     # process reward of 1. Turn rewards are centred over the group's 4 turns (mean 1/4): sample 0
     # gets +0.75 at turn 0 and -0.25 at turn 1, sample 1 gets -0.25 at both. Credit is reward-to-go
     # over sampled tokens: turn 0's tokens see their own turn's reward and every later one's.
     gen = torch.Generator().manual_seed(2)
-    group = _group(0, [1.0, 1.0], gen)
+    group = make_group(0, [1.0, 1.0], gen)
     t0 = group.trajectories[0]
     rewarded = Trajectory(t0.task, (replace(t0.turns[0], reward=1.0), t0.turns[1]), reward=1.0)
     group = TrajectoryGroup(group.task, (rewarded, group.trajectories[1]))
@@ -103,12 +92,12 @@ COMBOS = ([(a, "ppo_clip", "token-mean") for a in ("grpo", "dr_grpo", "rloo", "r
 
 
 @pytest.mark.parametrize("advantage, loss, aggregation", COMBOS)
-def test_every_registered_algorithm_trains_through_the_trainer(tiny, tokenizer, advantage, loss, aggregation):
+def test_every_registered_algorithm_trains_through_the_trainer(tiny, tokenizer, advantage, loss, aggregation, make_group):
     """The recipe names reach the registries, and a step moves the weights with a finite loss."""
     cfg = load_config("recipes/tiny.yaml", [f"rl.advantage={advantage}", f"rl.policy_loss={loss}",
                                             f"rl.aggregation={aggregation}", "rl.lr=1e-3", "rl.minibatches=2"])
     gen = torch.Generator().manual_seed(3)
-    groups = [_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.1]])]
+    groups = [make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.1]])]
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
     opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
     m = rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
@@ -116,11 +105,11 @@ def test_every_registered_algorithm_trains_through_the_trainer(tiny, tokenizer, 
     assert not torch.equal(before["lm_head.weight"], tiny.state_dict()["lm_head.weight"])
 
 
-def test_entropy_bonus_raises_entropy_when_there_is_no_reward_signal(tiny, tokenizer):
+def test_entropy_bonus_raises_entropy_when_there_is_no_reward_signal(tiny, tokenizer, make_group):
     # Equal rewards: the policy-gradient term is 0, so the only force is the bonus -coef * H.
     cfg = load_config("recipes/tiny.yaml", ["rl.entropy_coef=1.0", "rl.lr=1e-2"])
     gen = torch.Generator().manual_seed(4)
-    groups = [_group(0, [1.0] * 4, gen)]
+    groups = [make_group(0, [1.0] * 4, gen)]
     with torch.no_grad():  # a random model is near maximal entropy; sharpen it so H has room to rise
         tiny.model.norm.weight.mul_(30.0)
     opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
