@@ -75,6 +75,13 @@ class RLConfig:
     overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
+    epochs: int = 1  # passes over each rollout batch (PPO epochs)
+    critic: str = "none"  # none | value_head (a value head on the policy; needed by advantage: gae)
+    critic_lr: float = 1e-4
+    vf_coef: float = 0.5  # weight of the value loss
+    value_clip: float = 0.2
+    gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)
+    lam: float = 1.0  # GAE lambda
     max_grad_norm: float = 1.0
     seed: int = 2
 
@@ -113,7 +120,7 @@ class Config:
         return Path(self.output_dir or Path("runs") / self.name)
 
 
-_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
+_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
 
@@ -226,8 +233,12 @@ def _check_names(rl: RLConfig) -> None:
 
     if rl.task_sampler not in SAMPLERS:
         raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
-    if rl.advantage == "gae":
-        raise ConfigError("rl.advantage: gae needs a critic, which the trainer does not train yet")
+    if rl.critic not in ("none", "value_head"):
+        raise ConfigError(f"rl.critic: expected none or value_head, got {rl.critic!r}")
+    if (rl.advantage == "gae") != (rl.critic != "none"):
+        raise ConfigError("rl.advantage: gae needs rl.critic: value_head, and a critic is only used by gae")
+    if not (0 <= rl.gamma <= 1 and 0 <= rl.lam <= 1):
+        raise ConfigError("rl.gamma and rl.lam must be in [0, 1]")
     for key, registry in (("advantage", ADVANTAGE_ESTIMATORS), ("advantage_scale", SCALES),
                           ("policy_loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
                           ("kl_estimator", KL_ESTIMATORS)):

@@ -9,6 +9,7 @@ prefix into every row) and cuts the training compute by the prompt's share of th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -49,23 +50,64 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
         input_ids[i, :n] = torch.tensor(row[p:])
         attention_mask[i, :n] = 1
         loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
-        if advantages is not None:
-            adv[i, :n] = loss_mask[i, :n] * advantages[i][p:].float()
         old[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
-    return Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
+    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
+    if advantages is not None:
+        adv.copy_(batch_layout(advantages, batch) * loss_mask)
+    return batch
+
+
+def batch_layout(rows: Sequence[torch.Tensor], batch: Batch) -> torch.Tensor:
+    """Per-trajectory tensors aligned with `token_ids()` -> the batch's (B, T) layout (prefix cut,
+    right-padded with 0)."""
+    p = len(batch.prefix_ids)
+    out = torch.zeros(batch.input_ids.shape)
+    for i, row in enumerate(rows):
+        out[i, : len(row) - p] = row[p:].float()
+    return out
+
+
+class PolicyOutputs(NamedTuple):
+    logprobs: torch.Tensor  # (B, T), 0 off trained positions
+    entropy: torch.Tensor  # (B, T), 0 off trained positions
+    values: torch.Tensor | None  # (B, T) critic values V(s_t), 0 off trained positions; None without a head
 
 
 def token_logprobs(model, batch: Batch, temperature: float = 1.0,
                    entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logprobs_BT, entropy_BT) of the trained tokens under `model`. The entropy is detached (a
-    metric) unless `entropy_grad` (an entropy bonus in the loss).
+    """(logprobs_BT, entropy_BT) of the trained tokens under `model` (see `policy_forward`)."""
+    out = policy_forward(model, batch, temperature, entropy_grad)
+    return out.logprobs, out.entropy
+
+
+def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: bool = False,
+                   value_head=None) -> PolicyOutputs:
+    """Logprobs, entropy and (with `value_head`) critic values of the trained tokens under `model`.
+    The entropy is detached (a metric) unless `entropy_grad` (an entropy bonus in the loss).
 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
-    activation memory at a 49k vocabulary) run only on the positions that are trained.
+    activation memory at a 49k vocabulary) run only on the positions that are trained. The value at t
+    comes from the same hidden state (the state before token t is sampled).
     """
+    hidden = _hidden_states(model, batch)
+    head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
+    ids = batch.input_ids
+    sel = batch.loss_mask.bool()
+    logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
+    token_lp = torch.zeros(ids.shape, dtype=logp.dtype).masked_scatter(sel, logp.gather(-1, ids[sel][:, None])[:, 0])
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        entropy = torch.zeros(ids.shape).masked_scatter(sel, -(logp.exp() * logp).sum(-1))
+    values = None
+    if value_head is not None:
+        values = torch.zeros(ids.shape).masked_scatter(sel, value_head(hidden[sel]).float())
+    return PolicyOutputs(token_lp, entropy, values)
+
+
+def _hidden_states(model, batch: Batch) -> torch.Tensor:
+    """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    decoder, head = base.get_decoder(), base.get_output_embeddings()
+    decoder = base.get_decoder()
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
     if batch.prefix_ids:
@@ -76,14 +118,7 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0,
         full_mask = torch.cat([torch.ones(B, prefix.shape[1], dtype=attn.dtype), attn], dim=1)
         body = decoder(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=True)
         last = first.last_hidden_state[:, -1:].expand(B, 1, -1)
-        hidden = torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)  # hidden[:, t] predicts ids[:, t]
-    else:
-        body = decoder(input_ids=ids, attention_mask=attn)
-        # token 0 of a row has no prediction; it is prompt, never trained
-        hidden = torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
-    sel = batch.loss_mask.bool()
-    logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
-    token_lp = torch.zeros(ids.shape, dtype=logp.dtype).masked_scatter(sel, logp.gather(-1, ids[sel][:, None])[:, 0])
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        entropy = torch.zeros(ids.shape).masked_scatter(sel, -(logp.exp() * logp).sum(-1))
-    return token_lp, entropy
+        return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
+    body = decoder(input_ids=ids, attention_mask=attn)
+    # token 0 of a row has no prediction; it is prompt, never trained
+    return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)

@@ -1,19 +1,21 @@
-"""The RL update: scored groups -> advantages -> per-token loss -> optimizer steps.
+"""The RL update: scored groups + advantages -> per-token loss -> optimizer steps.
 
-The groups of one rollout are split into `rl.minibatches` minibatches, each one optimizer step (PPO's
-minibatch updates: more learning per sampled token). Within a minibatch there is one micro-batch per
+The groups of one rollout are split into `rl.minibatches` minibatches, each one optimizer step, for
+`rl.epochs` passes (PPO's minibatch epochs: more learning per sampled token). Within a minibatch there is one micro-batch per
 group (its rows share the prompt, forwarded once); losses use the minibatch's global normalizer, so
 the gradient equals the whole minibatch's gradient however it is split.
 
 Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gradient signal.
-Without a KL or entropy term they are dropped before the split (DAPO's dynamic-sampling filter), so
-every minibatch has signal.
+Without a KL, entropy or value term they are dropped before the split (DAPO's dynamic-sampling
+filter), so every minibatch has signal. With a critic (PPO + GAE) the value head is trained in the
+same backward pass on the same sampled tokens (`rl.vf_coef` x clipped value loss).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -21,13 +23,15 @@ from agentic_rl.algorithms.aggregation import AGGREGATIONS
 from agentic_rl.algorithms.dapo import mask_truncated
 from agentic_rl.algorithms.kl import entropy_bonus
 from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
+from agentic_rl.algorithms.value import value_loss
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
-_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff")
+_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "value_loss", "value_sq_err",
+         "value_clip")
 
 
 def split_minibatches(n: int, k: int) -> list[range]:
@@ -37,85 +41,124 @@ def split_minibatches(n: int, k: int) -> list[range]:
     return [range(bounds[i], bounds[i + 1]) for i in range(k)]
 
 
+@dataclass(frozen=True)
+class CriticTargets:
+    """PPO's critic for one update: the value head and, per trajectory (aligned with `token_ids()`),
+    the GAE returns it regresses on and the values it had when the advantages were computed."""
+
+    head: torch.nn.Module
+    returns: Sequence[torch.Tensor]
+    values: Sequence[torch.Tensor]
+
+
 def rl_update(
     model, optimizer, groups: Sequence[TrajectoryGroup], advantages: Sequence[torch.Tensor], cfg: Config,
-    pad_id: int, ref_model=None,
+    pad_id: int, ref_model=None, critic: CriticTargets | None = None,
 ) -> dict[str, float]:
-    """Optimizer steps on the groups, with per-trajectory advantages from `compute_advantages`."""
+    """`rl.epochs` passes of `rl.minibatches` optimizer steps over the groups, with per-trajectory
+    advantages from `trainer/credit.py` (and the critic's targets for PPO with GAE)."""
     start = time.perf_counter()
     rl = cfg.rl
     G = len(groups[0].trajectories) if groups else 0
-    by_group = [advantages[p * G : (p + 1) * G] for p in range(len(groups))]
+    per_group = lambda rows: [rows[p * G : (p + 1) * G] for p in range(len(groups))]  # noqa: E731
+    by_group = per_group(advantages)
     # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal; it
     # is trained only for the KL or entropy terms.
-    regularized = (rl.kl_coef > 0 and rl.kl_mode == "loss") or rl.entropy_coef > 0
+    regularized = (rl.kl_coef > 0 and rl.kl_mode == "loss") or rl.entropy_coef > 0 or critic is not None
     keep = [p for p, adv in enumerate(by_group) if regularized or any(bool(a.any()) for a in adv)]
+    targets = None if critic is None else list(zip(per_group(critic.returns), per_group(critic.values)))
     sums = dict.fromkeys(_SUMS, 0.0)
     grad_norms = []
     model.train()
-    for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
-        chosen = [keep[i] for i in part]
-        grad_norms.append(_minibatch_step(model, optimizer, [groups[p] for p in chosen], [by_group[p] for p in chosen],
-                                          cfg, pad_id, ref_model, on_policy=k == 0, sums=sums))
+    for epoch in range(rl.epochs):
+        for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
+            chosen = [keep[i] for i in part]
+            work = [(groups[p], by_group[p], targets[p] if targets else None) for p in chosen]
+            grad_norms.append(_minibatch_step(model, optimizer, work, cfg, pad_id, ref_model, critic,
+                                              on_policy=epoch == 0 and k == 0, sums=sums))
     model.eval()
     n = max(sums["tokens"], 1.0)
-    return {
-        "loss": sums["loss"] / max(len(grad_norms), 1),
+    steps = max(len(grad_norms), 1)
+    out = {
+        "loss": sums["loss"] / steps,
         "entropy": sums["entropy"] / n,
         "kl": sums["kl"] / n,
         "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
-        "grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+        "grad_norm": sum(grad_norms) / steps,
         "optimizer_steps": len(grad_norms),
         "groups_trained": len(keep),
         "trained_tokens": sums["tokens"],
         "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
         "time_train_s": time.perf_counter() - start,
     }
+    if critic is not None:
+        out.update(value_loss=sums["value_loss"] / steps, value_mse=sums["value_sq_err"] / n,
+                   value_clip_frac=sums["value_clip"] / n)
+    return out
 
 
-def _minibatch_step(model, optimizer, groups, advantages, cfg: Config, pad_id: int, ref_model, on_policy: bool,
+def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model, critic, on_policy: bool,
                     sums: dict) -> float:
-    """One optimizer step over `groups`; adds the step's sums into `sums`, returns the gradient norm.
+    """One optimizer step over `work` = [(group, advantages, critic targets)]; adds the step's sums into
+    `sums`, returns the gradient norm.
 
     The ratio's denominator is the behaviour policy. While the weights are still the sampled ones
-    (the first minibatch) that is the current logprob, detached, so the ratio starts at exactly 1;
-    after an update it is the sampler's own logprob (a bf16 copy of the same weights, measured
-    0.002-0.007 nats/token away, logged as engine_logprob_abs_diff).
+    (the first minibatch of the first epoch) that is the current logprob, detached, so the ratio
+    starts at exactly 1; after an update it is the sampler's own logprob (a bf16 copy of the same
+    weights, measured 0.002-0.007 nats/token away, logged as engine_logprob_abs_diff).
     """
     rl = cfg.rl
-    loss_fn = POLICY_LOSSES.get(rl.policy_loss)
     aggregate = AGGREGATIONS.get(rl.aggregation)
-    kl_fn = KL_ESTIMATORS.get(rl.kl_estimator) if rl.kl_coef > 0 and rl.kl_mode == "loss" else None
-    trajs = [t for g in groups for t in g.trajectories if not (rl.mask_truncated and t.truncated)]
+    trajs = [t for g, _, _ in work for t in g.trajectories if not (rl.mask_truncated and t.truncated)]
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
-    for g, group in enumerate(groups):
-        batch = make_batch(group.trajectories, pad_id, advantages[g])
-        with autocast(cfg.model.precision):
-            logp, entropy = token_logprobs(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0)
+    for group, advantages, target in work:
+        batch = make_batch(group.trajectories, pad_id, advantages)
         mask = batch.loss_mask
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
             mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
-        old = logp.detach() if on_policy else batch.old_logprobs
-        out = loss_fn(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
-        loss = aggregate(out.per_token_loss_BT, mask, norm)
-        if rl.entropy_coef > 0:
-            loss = loss + entropy_bonus(entropy, mask, rl.entropy_coef, aggregate, norm)
-        if kl_fn is not None:
-            ref = ref_model if ref_model is not None else model
-            with torch.no_grad(), autocast(cfg.model.precision), reference_context(ref):
-                ref_lp, _ = token_logprobs(ref, batch, cfg.rollout.temperature)
-            kl = kl_fn(logp, ref_lp)
-            loss = loss + rl.kl_coef * aggregate(kl, mask, norm)
-            sums["kl"] += float((kl.detach() * mask).sum())
+        loss = _group_loss(model, batch, mask, norm, cfg, ref_model, critic, target, on_policy, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
-        sums["entropy"] += float((entropy.detach() * mask).sum())
-        sums["clip_low"] += float(out.metrics["clip_low_tokens"])
-        sums["clip_high"] += float(out.metrics["clip_high_tokens"])
-        sums["tokens"] += float(mask.sum())
-        sums["engine_lp_diff"] += float(((logp.detach() - batch.old_logprobs).abs() * mask).sum())
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm))
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm))
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
+
+
+def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic, target, on_policy: bool,
+                sums: dict) -> torch.Tensor:
+    """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss."""
+    rl = cfg.rl
+    aggregate = AGGREGATIONS.get(rl.aggregation)
+    with autocast(cfg.model.precision):
+        out = policy_forward(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0,
+                             value_head=critic.head if critic is not None else None)
+    logp = out.logprobs
+    old = logp.detach() if on_policy else batch.old_logprobs
+    pg = POLICY_LOSSES.get(rl.policy_loss)(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
+    loss = aggregate(pg.per_token_loss_BT, mask, norm)
+    if rl.entropy_coef > 0:
+        loss = loss + entropy_bonus(out.entropy, mask, rl.entropy_coef, aggregate, norm)
+    if rl.kl_coef > 0 and rl.kl_mode == "loss":
+        ref = ref_model if ref_model is not None else model
+        with torch.no_grad(), autocast(cfg.model.precision), reference_context(ref):
+            ref_lp, _ = token_logprobs(ref, batch, cfg.rollout.temperature)
+        kl = KL_ESTIMATORS.get(rl.kl_estimator)(logp, ref_lp)
+        loss = loss + rl.kl_coef * aggregate(kl, mask, norm)
+        sums["kl"] += float((kl.detach() * mask).sum())
+    if critic is not None:
+        returns, old_values = (batch_layout(rows, batch) for rows in target)
+        v = value_loss(out.values, old_values, returns, mask, rl.value_clip)
+        vl = aggregate(v.per_token_loss_BT, mask, norm)
+        loss = loss + rl.vf_coef * vl
+        sums["value_loss"] += float(vl.detach())
+        sums["value_sq_err"] += float(v.metrics["value_sq_err_sum"])
+        sums["value_clip"] += float(v.metrics["value_clip_tokens"])
+    sums["entropy"] += float((out.entropy.detach() * mask).sum())
+    sums["clip_low"] += float(pg.metrics["clip_low_tokens"])
+    sums["clip_high"] += float(pg.metrics["clip_high_tokens"])
+    sums["tokens"] += float(mask.sum())
+    sums["engine_lp_diff"] += float(((logp.detach() - batch.old_logprobs).abs() * mask).sum())
+    return loss

@@ -7,6 +7,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from agentic_rl.algorithms.value import ValueHead
 from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
@@ -18,8 +19,8 @@ from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstration_trajectory
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.credit import compute_advantages, kl_token_rewards, outcome_rewards
-from agentic_rl.trainer.rl import rl_update
+from agentic_rl.trainer.credit import compute_credit, critic_values, kl_token_rewards, outcome_rewards
+from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_train
 
 
@@ -50,7 +51,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
     sampler = make_sampler(rl.task_sampler, spec.tasks("train", rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed),
                            seed=rl.seed)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.lr, weight_decay=0.0)
+    value_head = ValueHead(model.config.hidden_size) if rl.critic == "value_head" else None
+    optimizer = _optimizer(model, value_head, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
     for step in bar:
@@ -63,8 +65,11 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         metrics = rollout_metrics(groups)
         kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
                       if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
-        advantages = compute_advantages(groups, rl, outcome_rewards(groups, cfg), kl_rewards)
-        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model))
+        values = critic_values(model, value_head, groups, cfg, tokenizer.pad_token_id) if value_head else None
+        credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
+        advantages = credit.advantages
+        critic = CriticTargets(value_head, credit.returns, credit.values) if value_head else None
+        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model, critic))
         version = engine.sync_weights()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
@@ -74,6 +79,17 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                   "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9)}
         logger.log(record)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
+    if value_head is not None:
+        (cfg.run_dir / "checkpoints" / "critic").mkdir(parents=True, exist_ok=True)
+        torch.save(value_head.state_dict(), cfg.run_dir / "checkpoints" / "critic" / "value_head.pt")
+
+
+def _optimizer(model, value_head, rl):
+    """AdamW over the trainable policy parameters, plus the value head at its own learning rate."""
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": rl.lr}]
+    if value_head is not None:
+        groups.append({"params": list(value_head.parameters()), "lr": rl.critic_lr})
+    return torch.optim.AdamW(groups, weight_decay=0.0)
 
 
 def _reference(model):
