@@ -229,7 +229,10 @@ def _check_names(rl: RLConfig) -> None:
     from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
     from agentic_rl.algorithms.aggregation import AGGREGATIONS
     from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES
+    from agentic_rl.algorithms.plugins import load_plugins
     from agentic_rl.data.curriculum import SAMPLERS
+
+    load_plugins()
 
     if rl.task_sampler not in SAMPLERS:
         raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")

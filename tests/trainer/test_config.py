@@ -56,3 +56,17 @@ def test_cli_exits_2_with_one_line(recipe, capsys, tmp_path):
     assert len(err) == 1 and "rl.stepz" in err[0]
     assert main(["eval", str(recipe("")), "--checkpoint", str(tmp_path / "nope")]) == 2
     assert "--checkpoint" in capsys.readouterr().err
+
+
+def test_a_recipe_can_name_an_algorithm_from_an_installed_package(monkeypatch):
+    from importlib import metadata
+
+    from agentic_rl.algorithms import plugins
+    from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS
+
+    ep = metadata.EntryPoint(name="plugin_adv", value="agentic_rl.algorithms.advantages:grpo",
+                             group="agentic_rl.advantages")
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [ep] if group == ep.group else [])
+    monkeypatch.setattr(plugins, "_loaded", set())
+    monkeypatch.setattr(ADVANTAGE_ESTIMATORS, "_items", dict(ADVANTAGE_ESTIMATORS._items))
+    assert load_config(None, ["rl.advantage=plugin_adv"]).rl.advantage == "plugin_adv"
