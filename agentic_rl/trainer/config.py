@@ -76,6 +76,8 @@ class RLConfig:
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
+    dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
+    max_refill_rounds: int = 2
     critic: str = "none"  # none | value_head (a value head on the policy; needed by advantage: gae)
     critic_lr: float = 1e-4
     vf_coef: float = 0.5  # weight of the value loss

@@ -17,7 +17,7 @@ from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstration_trajectory
-from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import compute_credit, critic_values, kl_token_rewards, outcome_rewards
 from agentic_rl.trainer.rl import CriticTargets, rl_update
@@ -55,33 +55,63 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     optimizer = _optimizer(model, value_head, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
-    for step in bar:
-        t0 = time.perf_counter()
-        batch_tasks = sampler.sample(rl.tasks_per_step)
-        groups, stats = rollout(engine, tokenizer, make_env, batch_tasks, rl.group_size, params, budget,
-                                seed=rl.seed * 1_000_003 + step)
+
+    def collect(n: int, seed: int):
+        groups, stats = rollout(engine, tokenizer, make_env, sampler.sample(n), rl.group_size, params, budget, seed=seed)
         groups = score_groups(reward_fn, groups)
         sampler.update(groups)
-        metrics = rollout_metrics(groups)
-        kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
-                      if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
-        values = critic_values(model, value_head, groups, cfg, tokenizer.pad_token_id) if value_head else None
-        credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
-        advantages = credit.advantages
-        critic = CriticTargets(value_head, credit.returns, credit.values) if value_head else None
-        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model, critic))
+        return groups, stats
+
+    for step in bar:
+        t0 = time.perf_counter()
+        groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
+        metrics = rollout_metrics(sampled)
+        advantages = []
+        if groups:  # dynamic sampling can come back empty-handed: nothing to train on this step
+            kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
+                          if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
+            values = critic_values(model, value_head, groups, cfg, tokenizer.pad_token_id) if value_head else None
+            credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
+            advantages = credit.advantages
+            critic = CriticTargets(value_head, credit.returns, credit.values) if value_head else None
+        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model,
+                                 critic if groups else None))
         version = engine.sync_weights()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
         write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k])
         record = {"step": step, "stage": "rl", **metrics, **sampler.metrics(), "weight_version": version,
                   "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
-                  "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9)}
+                  "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
+                  "groups_sampled": len(sampled), "groups_kept": len(groups)}
         logger.log(record)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
     if value_head is not None:
         (cfg.run_dir / "checkpoints" / "critic").mkdir(parents=True, exist_ok=True)
         torch.save(value_head.state_dict(), cfg.run_dir / "checkpoints" / "critic" / "value_head.pt")
+
+
+def _collect(collect, rl, seed: int):
+    """(groups to train on, every group sampled, rollout stats) for one step.
+
+    With `rl.dynamic_sampling` (DAPO), groups whose rewards are all equal are dropped and fresh tasks
+    are rolled out in their place, up to `rl.max_refill_rounds` extra rounds; the step then trains
+    on the groups with signal it has (at most tasks_per_step). Without it, every group is kept.
+    """
+    groups, stats = collect(rl.tasks_per_step, seed)
+    if not rl.dynamic_sampling:
+        return groups, groups, stats
+    sampled, seconds, generated = list(groups), stats.seconds, stats.generated_tokens
+    kept = [g for g in groups if len(set(g.rewards)) > 1]
+    for r in range(1, rl.max_refill_rounds + 1):
+        if len(kept) >= rl.tasks_per_step:
+            break
+        more, st = collect(rl.tasks_per_step - len(kept), seed + 7919 * r)
+        sampled += more
+        seconds, generated = seconds + st.seconds, generated + st.generated_tokens
+        kept += [g for g in more if len(set(g.rewards)) > 1]
+    return kept[: rl.tasks_per_step], sampled, RolloutStats(seconds, sum(len(g.trajectories) for g in sampled),
+                                                            generated)
 
 
 def _optimizer(model, value_head, rl):
