@@ -44,11 +44,7 @@ def kl_token_rewards(ref_model, groups: Sequence[TrajectoryGroup], cfg: Config, 
         with autocast(cfg.model.precision), reference_context(ref_model):
             ref_lp, _ = token_logprobs(ref_model, batch, cfg.rollout.temperature)
         r = kl_penalty_rewards(batch.old_logprobs, ref_lp, batch.loss_mask, cfg.rl.kl_coef, cfg.rl.kl_estimator)
-        p = len(batch.prefix_ids)
-        for i, t in enumerate(group.trajectories):
-            row = torch.zeros(len(t.token_ids()))
-            row[p:] = r[i, : len(row) - p]
-            out.append(row)
+        out += trajectory_rows(r, batch, group)
     return out
 
 
@@ -61,12 +57,20 @@ def critic_values(model, value_head, groups: Sequence[TrajectoryGroup], cfg: Con
         batch = make_batch(group.trajectories, pad_id)
         with autocast(cfg.model.precision):
             values = policy_forward(model, batch, cfg.rollout.temperature, value_head=value_head).values
-        p = len(batch.prefix_ids)
-        for i, t in enumerate(group.trajectories):
-            row = torch.zeros(len(t.token_ids()))
-            row[p:] = values[i, : len(row) - p]
-            out.append(row)
+        out += trajectory_rows(values, batch, group)
     return out
+
+
+def trajectory_rows(x_BT: torch.Tensor, batch, group: TrajectoryGroup) -> list[torch.Tensor]:
+    """The inverse of `batch_layout`: a batch-layout tensor back to one row per trajectory, aligned
+    with its `token_ids()` (0 on the prefix the batch shares)."""
+    p = len(batch.prefix_ids)
+    rows = []
+    for i, t in enumerate(group.trajectories):
+        row = torch.zeros(len(t.token_ids()))
+        row[p:] = x_BT[i, : len(row) - p]
+        rows.append(row)
+    return rows
 
 
 @dataclass(frozen=True)
