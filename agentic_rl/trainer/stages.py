@@ -7,6 +7,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.algorithms.value import ValueHead
 from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.engines.base import SamplingParams
@@ -102,16 +103,21 @@ def _collect(collect, rl, seed: int):
     if not rl.dynamic_sampling:
         return groups, groups, stats
     sampled, seconds, generated = list(groups), stats.seconds, stats.generated_tokens
-    kept = [g for g in groups if len(set(g.rewards)) > 1]
+    kept = _with_spread(groups)
     for r in range(1, rl.max_refill_rounds + 1):
         if len(kept) >= rl.tasks_per_step:
             break
         more, st = collect(rl.tasks_per_step - len(kept), seed + 7919 * r)
         sampled += more
         seconds, generated = seconds + st.seconds, generated + st.generated_tokens
-        kept += [g for g in more if len(set(g.rewards)) > 1]
+        kept += _with_spread(more)
     return kept[: rl.tasks_per_step], sampled, RolloutStats(seconds, sum(len(g.trajectories) for g in sampled),
                                                             generated)
+
+
+def _with_spread(groups):
+    keep = dynamic_sampling_keep(torch.tensor([g.rewards for g in groups], dtype=torch.float32)) if groups else []
+    return [g for g, k in zip(groups, keep) if k]
 
 
 def _optimizer(model, value_head, rl):

@@ -9,6 +9,24 @@ from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 
 @pytest.fixture
+def snapshot(monkeypatch):
+    """Patches `loop.prepare` to keep the model and a copy of its weights before training."""
+    from agentic_rl.trainer import loop
+
+    taken = {}
+    real_prepare = loop.prepare
+
+    def prepare(cfg):
+        model, tok, spec = real_prepare(cfg)
+        taken["before"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        taken["model"] = model
+        return model, tok, spec
+
+    monkeypatch.setattr(loop, "prepare", prepare)
+    return taken
+
+
+@pytest.fixture
 def make_group():
     return _group
 

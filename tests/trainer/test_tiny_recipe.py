@@ -16,22 +16,12 @@ REQUIRED = ["step", "stage", "reward_mean", "reward_std", "accuracy", "loss", "e
             "time_step_s"]
 
 
-def test_tiny_recipe_trains(tmp_path, monkeypatch):
-    snapshots = {}
-    real_prepare = loop.prepare
-
-    def prepare(cfg):
-        model, tok, spec = real_prepare(cfg)
-        snapshots["before"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        snapshots["model"] = model
-        return model, tok, spec
-
-    monkeypatch.setattr(loop, "prepare", prepare)
+def test_tiny_recipe_trains(tmp_path, snapshot):
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "rl.kl_coef=0.05"])
     results = loop.train(cfg)
 
-    after = snapshots["model"].state_dict()
-    moved = [k for k, v in snapshots["before"].items() if not torch.equal(v, after[k])]
+    after = snapshot["model"].state_dict()
+    moved = [k for k, v in snapshot["before"].items() if not torch.equal(v, after[k])]
     assert len(moved) == len(after)  # every parameter tensor was updated (full fine-tune)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rl_rows = [r for r in rows if r["stage"] == "rl"]
