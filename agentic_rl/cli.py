@@ -22,11 +22,17 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--fewshot", action="store_true", help="prompt with the env's worked examples")
     e.add_argument("--out", help="where to write the eval JSON (default: <checkpoint>/eval.json)")
     e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
+    c.add_argument("name", help="a registered env, e.g. calculator")
+    c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   help="an env option, as a recipe's env.options would give it (repeatable)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "check-env":
+        return _check_env(args)
     from agentic_rl.trainer.config import ConfigError, load_config
 
     try:
@@ -67,6 +73,25 @@ def _eval(cfg, args) -> int:
     print(json.dumps(_summary({"eval": result}), indent=2))
     print(f"wrote {out}")
     return 0
+
+
+def _check_env(args) -> int:
+    import yaml
+
+    from agentic_rl.envs.conformance import check_env
+    from agentic_rl.models.loader import load_tokenizer
+
+    options = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in args.options)}
+    try:
+        checks = check_env(args.name, load_tokenizer("smollm2"), options)
+    except KeyError as e:
+        print(f"agentic-rl: error: {e.args[0]}", file=sys.stderr)
+        return 2
+    for c in checks:
+        print(f"{'PASS' if c.passed else 'FAIL'}  {c.name}: {c.detail}")
+    failed = sum(not c.passed for c in checks)
+    print(f"{args.name}: {len(checks) - failed}/{len(checks)} checks passed")
+    return 1 if failed else 0
 
 
 def _summary(results: dict) -> dict:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentic_rl.envs.formats import HERMES, HermesFormat
+from agentic_rl.envs.formats import HERMES, ToolFormat
 from agentic_rl.tools.schema import function_schema, validate_arguments
 from agentic_rl.types import Task, ToolCall
 
@@ -28,7 +28,10 @@ class StepResult:
 
 
 class Env(Protocol):
-    format: HermesFormat
+    """One instance per episode. An env holding resources (a sandbox worker, a connection) also
+    defines `close()`, which the rollout calls when the episode ends; it must be idempotent."""
+
+    format: ToolFormat
     tool_schemas: Sequence[Mapping[str, Any]]
 
     def reset(self, task: Task) -> list[dict]: ...
@@ -54,7 +57,7 @@ class ToolEnv:
         tools: Sequence[Callable[..., Any]],
         system_prompt: str,
         fewshot: Sequence[Mapping[str, Any]] = (),
-        format: HermesFormat = HERMES,
+        format: ToolFormat = HERMES,
         timeout_s: float = 5.0,
         max_result_chars: int = 1000,
     ):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentic_rl.envs.base import Env
-from agentic_rl.envs.formats import IM_END
 from agentic_rl.types import Task, Trajectory, Turn
 
 
@@ -25,8 +24,9 @@ def demonstration_trajectory(task: Task, env: Env, demo: Sequence[Mapping], toke
         msg = demo[i]
         if msg["role"] != "assistant":
             raise ValueError(f"demonstration message {i} should be an assistant action, got {msg['role']}")
-        calls = bool(msg.get("tool_calls"))
-        text = fmt.render_assistant_body(msg) + ("" if calls else IM_END)
+        body = fmt.render_assistant_body(msg)
+        calls = fmt.parse(body).attempted  # the protocol decides what a call looks like
+        text = body + ("" if calls else fmt.end_of_turn)
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
         j = i + 1
         while j < len(demo) and demo[j]["role"] == "tool":

@@ -120,16 +120,27 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
         # A final action cut by the token limit is a truncation, not an answer the model chose.
         cut = sample.stop_reason == "length"
         ep.terminated, ep.truncated = result.terminated and not cut, result.truncated or cut
-        return None
+        return _close(ep)
     out_of_room = ep.generated + len(sample.ids) >= budget.max_episode_tokens
     if len(ep.turns) + 1 >= budget.max_turns or out_of_room:
         ep.truncated = True
-        return None
+        return _close(ep)
     glue = ep.env.format.render_observation(result.observation, action_closed=sample.stop_reason == "eos")
     return tokenizer.encode(glue, add_special_tokens=False)
 
 
+def _close(ep: _Episode) -> None:
+    """Free what the episode's env holds (a sandbox worker, a connection) as soon as it ends."""
+    close = getattr(ep.env, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception as e:  # a failing cleanup is recorded, the trajectory is still good
+            ep.error = ep.error or f"env.close raised {type(e).__name__}: {e}"
+
+
 def _finish(ep: _Episode) -> Trajectory:
+    _close(ep)  # episodes the session ended without a final stop (and idempotent for the others)
     return Trajectory(
         task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated, error=ep.error
     )

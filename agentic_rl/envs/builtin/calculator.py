@@ -3,6 +3,7 @@
 Options (from the recipe's `env_options`):
   fewshot: bool   prepend two worked examples as real chat turns (the prompt-engineering baseline)
   format_weight   the gated format term of the reward (counts only when the answer is wrong)
+  format          the tool-call protocol: hermes (default) or openai (messages through a chat template)
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from agentic_rl.data import calculator as data
 from agentic_rl.envs.base import ToolEnv
+from agentic_rl.envs.formats import get_format
 from agentic_rl.envs.registry import EnvSpec, register_env
 from agentic_rl.rewards.base import NumericAnswerReward
 from agentic_rl.tools.calculator import calculator
@@ -35,7 +37,8 @@ def fewshot_messages() -> list[dict]:
 
 def make_env(options: Mapping[str, Any]) -> ToolEnv:
     fewshot = fewshot_messages() if options.get("fewshot") else ()
-    return ToolEnv([calculator], SYSTEM_PROMPT, fewshot=fewshot, timeout_s=float(options.get("tool_timeout_s", 5.0)))
+    return ToolEnv([calculator], SYSTEM_PROMPT, fewshot=fewshot, format=get_format(options.get("format", "hermes")),
+                   timeout_s=float(options.get("tool_timeout_s", 5.0)))
 
 
 def tasks(split: str, n: int, seed: int):

@@ -1,6 +1,4 @@
-"""Chat formats: how messages become text, where generation stops, and how tool calls are parsed.
-
-The hermes format is ChatML (SmolLM2's own) with tools: schemas inside ``<tools>`` in the system
+"""The hermes format is ChatML (SmolLM2's own) with tools: schemas inside ``<tools>`` in the system
 turn, calls as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in the assistant turn,
 results as ``<tool_response>`` blocks inside a user turn. Every piece is rendered from the message
 alone, so a conversation's text is the concatenation of its pieces (prefix-preserving): the rollout
@@ -17,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction
 from agentic_rl.types import ToolCall
 
-IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 _TOOLS_PREAMBLE = (
@@ -35,22 +33,10 @@ _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 @dataclass(frozen=True)
-class ParsedAction:
-    """What an assistant action asked for. `errors` are messages the model will read as observations."""
-
-    tool_calls: tuple[ToolCall, ...] = ()
-    errors: tuple[str, ...] = ()
-    attempted: bool = False  # the text tried to call a tool (well-formed or not)
-
-    @property
-    def is_final(self) -> bool:
-        return not self.attempted
-
-
-@dataclass(frozen=True)
 class HermesFormat:
     name: str = "hermes"
     stop_strings: tuple[str, ...] = (TOOL_CALL_CLOSE,)
+    end_of_turn: str = IM_END
     default_system: str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -162,4 +148,3 @@ def _short(error: Exception) -> str:
 
 
 HERMES = HermesFormat()
-FORMATS: dict[str, HermesFormat] = {"hermes": HERMES}

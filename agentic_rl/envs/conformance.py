@@ -1,0 +1,208 @@
+"""`agentic-rl check-env NAME`: what every env must do to train well, checked without a model.
+
+Episodes run through the real rollout loop and tokenizer with a `ScriptedEngine` playing the policy,
+so what passes here is what the trainer will see: seeded tasks and resets are deterministic, the
+env's own demonstrations solve their tasks and re-tokenize to the exact sequence the rollout builds,
+the loss mask covers exactly the sampled tokens, hostile actions become observations (never
+exceptions), and turn and token budgets end episodes as truncations.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.scripted import ScriptedEngine
+from agentic_rl.envs.base import StepResult
+from agentic_rl.envs.registry import EnvSpec, get_env
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.demos import demonstration_trajectory
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.types import Task, Trajectory
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+def check_env(name: str, tokenizer, options: Mapping[str, Any] | None = None, n: int = 8) -> list[Check]:
+    spec = get_env(name)
+    options = dict(options or {})
+    checks = [_tasks(spec, n), _splits_disjoint(spec, 4 * n), _episodes(spec, options)]
+    tasks = spec.tasks(spec.splits[0], n, 0)
+    checks.append(_demonstrations(spec, options, tokenizer, tasks))
+    checks.append(_bad_actions(spec, options, tasks[0]))
+    checks += _budgets(spec, options, tokenizer, tasks[0])
+    return checks
+
+
+def _guard(name: str, fn: Callable[[], str]) -> Check:
+    """A check is an assertion; anything it raises is a failure with the reason, not a crash."""
+    try:
+        return Check(name, True, fn())
+    except Exception as e:  # noqa: BLE001 - the point is to report, whatever went wrong
+        return Check(name, False, f"{type(e).__name__}: {e}")
+
+
+def _tasks(spec: EnvSpec, n: int) -> Check:
+    def run() -> str:
+        for split in spec.splits:
+            a, b, other = spec.tasks(split, n, 0), spec.tasks(split, n, 0), spec.tasks(split, n, 1)
+            assert len(a) == n, f"{split}: asked for {n} tasks, got {len(a)}"
+            assert a == b, f"{split}: the same seed gave different tasks"
+            assert [t.prompt for t in a] != [t.prompt for t in other], f"{split}: seeds 0 and 1 gave the same tasks"
+            assert len({t.id for t in a}) == n, f"{split}: task ids are not unique"
+            assert all(t.prompt and t.answer is not None for t in a), f"{split}: a task has no prompt or answer"
+        return f"{len(spec.splits)} splits seeded and deterministic"
+    return _guard("tasks are seeded", run)
+
+
+def _splits_disjoint(spec: EnvSpec, n: int) -> Check:
+    def run() -> str:
+        train = {t.prompt for t in spec.tasks(spec.splits[0], n, 0)}
+        for split in spec.splits[1:]:
+            shared = train & {t.prompt for t in spec.tasks(split, n, 0)}
+            assert not shared, f"{split} shares prompts with {spec.splits[0]}: {sorted(shared)[:2]}"
+        return f"no held-out prompt among {n} {spec.splits[0]} prompts"
+    return _guard("held-out splits are disjoint", run)
+
+
+def _episodes(spec: EnvSpec, options: Mapping[str, Any]) -> Check:
+    def run() -> str:
+        task = spec.tasks(spec.splits[0], 1, 0)[0]
+        first, second = spec.make_env(options), spec.make_env(options)
+        assert first is not second, "make_env returned the same object twice: one instance per episode"
+        a, b = first.reset(task), second.reset(task)
+        assert a == b, "two resets on the same task gave different messages"
+        assert a[-1]["role"] == "user", "reset must end with the user's turn"
+        _close(first), _close(second)
+        return "fresh instance per episode; reset deterministic"
+    return _guard("one env per episode", run)
+
+
+def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Check:
+    """A demonstration replayed as the policy must get the observations it shows, full reward, and
+    the very token sequence SFT trains on."""
+    def run() -> str:
+        if spec.demonstration is None:
+            return "no demonstrations (skipped)"
+        demos = [spec.demonstration(t) for t in tasks]
+        actions = [[spec.make_env(options).format.render_assistant_body(m) for m in d if m["role"] == "assistant"]
+                   for d in demos]
+        trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: _final(actions[row], turn, tokenizer))
+        for task, demo, traj in zip(tasks, demos, trajs):
+            shown = [m["content"] for m in demo if m["role"] == "tool"]
+            got = [t.observation for t in traj.turns if t.observation]
+            assert "".join(shown) == "".join(got), f"{task.id}: observations differ from the demonstration's"
+            assert traj.terminated and traj.reward >= 1.0, f"{task.id}: reward {traj.reward}, not full"
+            sft = demonstration_trajectory(task, spec.make_env(options), demo, tokenizer)
+            assert sft.token_ids() == traj.token_ids(), f"{task.id}: SFT and rollout token sequences differ"
+            assert sft.loss_mask() == traj.loss_mask(), f"{task.id}: SFT and rollout masks differ"
+            _assert_mask(traj)
+        return f"{len(tasks)} demonstrations: reward 1, SFT sequence == rollout sequence"
+    return _guard("demonstrations solve their tasks", run)
+
+
+def _final(actions: list[str], turn: int, tokenizer) -> str:
+    text = actions[min(turn, len(actions) - 1)]
+    return text + tokenizer.eos_token if turn >= len(actions) - 1 else text
+
+
+def _bad_actions(spec: EnvSpec, options, task: Task) -> Check:
+    def run() -> str:
+        fmt = spec.make_env(options).format
+        for text in hostile_actions(fmt.stop_strings, seed=0):
+            env = spec.make_env(options)
+            env.reset(task)
+            try:
+                result = env.step(text)
+            finally:
+                _close(env)
+            assert isinstance(result, StepResult), f"step returned {type(result).__name__}"
+            assert math.isfinite(result.reward), f"non-finite reward for {text[:40]!r}"
+            assert all(isinstance(m["content"], str) for m in result.observation), "observation content not text"
+        return "hostile actions give observations or an ending, never an exception"
+    return _guard("bad actions are observations", run)
+
+
+def hostile_actions(stop_strings: tuple[str, ...], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    opens = [s.replace("</", "<") for s in stop_strings]
+    noise = "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(300))
+    out = ["", " ", "\x00", noise, "x" * 20_000, "<answer></answer>", "<answer>" + noise + "</answer>"]
+    for o, c in zip(opens, stop_strings):
+        out += [o, o + c, o + "{" + c, o + noise + c, o + o + "1" + c + c, c + o, o + "\x00" * 3 + c,
+                o + '{"name": "no_such_tool", "arguments": {}}' + c, o + '{"name": 1}' + c]
+    return out
+
+
+def _budgets(spec: EnvSpec, options, tokenizer, task: Task) -> list[Check]:
+    """A policy that never stops calling must be cut by the turn limit, and a verbose one by the
+    token limit; both are truncations, not answers."""
+    fmt = spec.make_env(options).format
+    call = _a_call(spec, options, task)
+
+    def turns() -> str:
+        traj = _play(spec, options, tokenizer, [task], lambda r, t: call, Budget(3, 64, 10_000))[0]
+        assert len(traj.turns) == 3 and traj.truncated and not traj.terminated, (
+            f"{len(traj.turns)} turns, truncated={traj.truncated}")
+        _assert_mask(traj)
+        return "3-turn budget: 3 turns, truncated"
+
+    def tokens() -> str:
+        verbose = "word " * 400 + (fmt.stop_strings[0] if fmt.stop_strings else "")
+        traj = _play(spec, options, tokenizer, [task], lambda r, t: verbose, Budget(8, 32, 48))[0]
+        assert traj.num_generated <= 48 and traj.truncated and not traj.terminated, (
+            f"{traj.num_generated} tokens, truncated={traj.truncated}")
+        return f"48-token budget: {traj.num_generated} generated, truncated"
+    return [_guard("turn budget", turns), _guard("token budget", tokens)]
+
+
+def _a_call(spec: EnvSpec, options, task: Task) -> str:
+    """A well-formed call in the env's own protocol (its demonstration's first action) if it has one."""
+    fmt = spec.make_env(options).format
+    if spec.demonstration is not None:
+        for m in spec.demonstration(task):
+            if m["role"] == "assistant" and fmt.parse(fmt.render_assistant_body(m)).attempted:
+                return fmt.render_assistant_body(m)
+    return fmt.stop_strings[0].replace("</", "<") + "x" + fmt.stop_strings[0]
+
+
+_EPISODE = Budget(6, 256, 2048)  # roomy: demonstrations must never be cut
+
+
+def _play(spec: EnvSpec, options, tokenizer, tasks, script, budget: Budget = _EPISODE) -> list[Trajectory]:
+    envs = []
+
+    def make():
+        envs.append(spec.make_env(options))
+        return envs[-1]
+    fmt = spec.make_env(options).format
+    params = SamplingParams(1.0, 1.0, budget.max_new_tokens, tuple(fmt.stop_strings))
+    try:
+        groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, make, tasks, 1, params, budget)
+    finally:
+        for env in envs:
+            _close(env)
+    groups = score_groups(spec.make_reward(options), groups)
+    return [g.trajectories[0] for g in groups]
+
+
+def _assert_mask(traj: Trajectory) -> None:
+    ids, mask = traj.token_ids(), traj.loss_mask()
+    sampled = [t for turn in traj.turns for t in turn.action_ids]
+    assert [t for t, m in zip(ids, mask) if m] == sampled, "loss mask is not exactly the sampled tokens"
+    assert traj.error is None, f"episode error: {traj.error}"
+
+
+def _close(env) -> None:
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()

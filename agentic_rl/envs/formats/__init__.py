@@ -1,0 +1,47 @@
+"""Tool-call protocols, by name: how messages become text, where generation stops, how calls parse.
+
+  hermes     ChatML with <tool_call>{json}</tool_call> and <tool_response> turns (the main job)
+  openai     OpenAI function-calling messages rendered by a Jinja chat template (default: ours)
+  search_r1  <search>query</search> -> <information>...</information> inside the assistant turn
+  retool     <code>python</code> -> <interpreter>...</interpreter> inside the assistant turn
+
+Third parties add theirs with `register_format` or the `agentic_rl.formats` entry-point group.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction, ToolFormat
+from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
+from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
+from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
+
+FORMATS: dict[str, ToolFormat] = {}
+
+
+def register_format(fmt: ToolFormat) -> ToolFormat:
+    if fmt.name in FORMATS:
+        raise ValueError(f"format {fmt.name!r} is already registered")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def get_format(name: str) -> ToolFormat:
+    if name not in FORMATS:
+        for ep in entry_points(group="agentic_rl.formats"):
+            if ep.name == name:
+                register_format(ep.load())
+    if name not in FORMATS:
+        raise KeyError(f"unknown tool-call format {name!r}; known: {', '.join(sorted(FORMATS))}")
+    return FORMATS[name]
+
+
+for _fmt in (HERMES, ChatTemplateFormat(), SEARCH_R1, RETOOL):
+    register_format(_fmt)
+
+__all__ = [
+    "FORMATS", "HERMES", "IM_END", "IM_START", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
+    "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
+    "get_format", "register_format",
+]

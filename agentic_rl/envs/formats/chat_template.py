@@ -1,0 +1,101 @@
+"""OpenAI function-calling messages through a model's own Jinja chat template.
+
+The conversation is kept as OpenAI-style messages (assistant `tool_calls` with JSON-string
+arguments, `tool` results with `tool_call_id`), and the text is whatever the chat template renders:
+the format for models whose template already knows tools (Qwen, Hermes, Llama 3.1 ...), and for
+exchanging trajectories with OpenAI-compatible tooling. Actions and glue are cut out of full renders,
+so the template must be prefix-preserving; that is checked, never assumed.
+
+Calls inside the text use the hermes `<tool_call>` syntax, the convention of the templates above.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rl.envs.formats.base import IM_END, ParsedAction
+from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, HermesFormat
+from agentic_rl.models.chat_template import TOOL_CHATML_TEMPLATE
+
+_USER, _ACTION = "\x00user-probe\x00", "\x00action-probe\x00"
+
+
+@dataclass(frozen=True)
+class ChatTemplateFormat:
+    template: str = TOOL_CHATML_TEMPLATE
+    name: str = "openai"
+    stop_strings: tuple[str, ...] = (TOOL_CALL_CLOSE,)
+    end_of_turn: str = IM_END
+    calls: HermesFormat = HERMES
+
+    def render_prompt(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
+        return self._render(messages, tools, add_generation_prompt=True)
+
+    def render_assistant_body(self, message: Mapping) -> str:
+        """The template's text for this action between its turn header and its end of turn."""
+        probe = [{"role": "user", "content": _USER}]
+        head = self._render(probe, (), add_generation_prompt=True)
+        full = self._render([*probe, to_openai_message(message)], (), add_generation_prompt=False)
+        if not full.startswith(head) or self.end_of_turn not in full[len(head):]:
+            raise ValueError(f"chat template is not prefix-preserving around an assistant message: {full!r}")
+        body = full[len(head):]
+        return body[: body.rindex(self.end_of_turn)]
+
+    def render_observation(self, messages: Sequence[Mapping], action_closed: bool) -> str:
+        """What the template writes after an action and before the next one, tool results included."""
+        probe = [{"role": "user", "content": _USER}, {"role": "assistant", "content": _ACTION}]
+        full = self._render([*probe, *messages], (), add_generation_prompt=True)
+        glue = full[full.index(_ACTION) + len(_ACTION):]
+        # the model sampled the end of turn itself: it is part of its action, not of the glue
+        return glue.removeprefix(self.end_of_turn) if action_closed else glue
+
+    def parse(self, text: str) -> ParsedAction:
+        return self.calls.parse(text)
+
+    def action_message(self, text: str) -> dict[str, Any]:
+        """An action as an OpenAI assistant message: prose in `content`, calls in `tool_calls`."""
+        parsed = self.parse(text)
+        content = text.split("<tool_call>", 1)[0].rstrip("\n").removesuffix(self.end_of_turn)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if parsed.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}
+                for i, c in enumerate(parsed.tool_calls)
+            ]
+        return message
+
+    def _render(self, messages: Sequence[Mapping], tools: Sequence[Mapping], add_generation_prompt: bool) -> str:
+        return _compiled(self.template).render(
+            messages=[to_openai_message(m) for m in messages], tools=list(tools) or None,
+            add_generation_prompt=add_generation_prompt,
+        )
+
+
+def to_openai_message(message: Mapping) -> dict[str, Any]:
+    """Tool-call arguments as JSON strings, as the OpenAI API sends them; other messages unchanged."""
+    if not message.get("tool_calls"):
+        return dict(message)
+    calls = []
+    for i, call in enumerate(message["tool_calls"]):
+        fn = call.get("function", call)
+        args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"])
+        calls.append({"id": call.get("id", f"call_{i}"), "type": "function", "function": {"name": fn["name"], "arguments": args}})
+    return {**message, "tool_calls": calls}
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(template: str):
+    """Compiled as transformers compiles chat templates: sandboxed, trimmed blocks, JSON that does not
+    escape HTML characters."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return env.from_string(template)

@@ -1,0 +1,82 @@
+"""check-env passes the built-in envs and catches what breaks training: nondeterministic tasks, a
+step that raises, a demonstration that does not solve its task, an env that never ends a call loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.scripted import ScriptedEngine
+from agentic_rl.envs.conformance import check_env
+from agentic_rl.envs.registry import ENVS, get_env, register_env
+
+_counter = itertools.count()
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "openai"])
+def test_calculator_passes_every_check(tokenizer, fmt):
+    checks = check_env("calculator", tokenizer, {"format": fmt})
+    assert [c.name for c in checks if not c.passed] == [], [c for c in checks if not c.passed]
+    assert len(checks) == 7
+
+
+@pytest.fixture
+def variant():
+    """Register a modified copy of the calculator env under a fresh name; unregister after."""
+    names = []
+
+    def make(**changes):
+        name = f"broken-{next(_counter)}"
+        names.append(name)
+        register_env(dataclasses.replace(get_env("calculator"), name=name, **changes))
+        return name
+
+    yield make
+    for name in names:
+        ENVS.pop(name, None)
+
+
+def _failed(tokenizer, name) -> set[str]:
+    return {c.name for c in check_env(name, tokenizer) if not c.passed}
+
+
+def test_nondeterministic_tasks_fail(tokenizer, variant):
+    spec = get_env("calculator")
+    calls = itertools.count()
+    name = variant(tasks=lambda split, n, seed: spec.tasks(split, n, seed + next(calls)))
+    assert "tasks are seeded" in _failed(tokenizer, name)
+
+
+def test_a_raising_step_fails(tokenizer, variant):
+    spec = get_env("calculator")
+
+    def make_env(options):
+        env = spec.make_env(options)
+        env.step = lambda action: 1 / 0
+        return env
+
+    assert "bad actions are observations" in _failed(tokenizer, variant(make_env=make_env))
+
+
+def test_a_wrong_demonstration_fails(tokenizer, variant):
+    spec = get_env("calculator")
+
+    def wrong(task):
+        demo = spec.demonstration(task)
+        return [*demo[:-1], {"role": "assistant", "content": "<answer>-1</answer>"}]
+
+    assert _failed(tokenizer, variant(demonstration=wrong)) == {"demonstrations solve their tasks"}
+
+
+def test_scripted_engine_stops_like_a_real_engine(tokenizer):
+    """After the first stop string, at end of turn, or at the token limit — whichever comes first."""
+    texts = ["a <tool_call>x</tool_call> b</tool_call>", "done<|im_end|>ignored", "word " * 50]
+    engine = ScriptedEngine(tokenizer, lambda row, turn: texts[row])
+    params = SamplingParams(max_new_tokens=40, stop_strings=("</tool_call>",))
+    got = [engine.sample(r, 0, params, limit) for r, limit in enumerate((40, 40, 10))]
+    assert [s.stop_reason for s in got] == ["stop", "eos", "length"]
+    assert got[0].text == "a <tool_call>x</tool_call>" and got[1].text == "done<|im_end|>"
+    assert len(got[2].ids) == 10
