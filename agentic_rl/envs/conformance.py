@@ -20,7 +20,7 @@ from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.base import StepResult
 from agentic_rl.envs.registry import EnvSpec, get_env
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.demos import demonstration_trajectory
+from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.types import Task, Trajectory
 
@@ -93,16 +93,16 @@ def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Che
     def run() -> str:
         if spec.demonstration is None:
             return "no demonstrations (skipped)"
-        demos = [spec.demonstration(t) for t in tasks]
+        made = [demonstrate(spec, options, t, tokenizer) for t in tasks]
+        demos = [d for d, _ in made]
         actions = [[spec.make_env(options).format.render_assistant_body(m) for m in d if m["role"] == "assistant"]
                    for d in demos]
         trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: _final(actions[row], turn, tokenizer))
-        for task, demo, traj in zip(tasks, demos, trajs):
+        for task, (demo, sft), traj in zip(tasks, made, trajs):
             shown = [m["content"] for m in demo if m["role"] == "tool"]
             got = [t.observation for t in traj.turns if t.observation]
             assert "".join(shown) == "".join(got), f"{task.id}: observations differ from the demonstration's"
             assert traj.terminated and traj.reward >= 1.0, f"{task.id}: reward {traj.reward}, not full"
-            sft = demonstration_trajectory(task, spec.make_env(options), demo, tokenizer)
             assert sft.token_ids() == traj.token_ids(), f"{task.id}: SFT and rollout token sequences differ"
             assert sft.loss_mask() == traj.loss_mask(), f"{task.id}: SFT and rollout masks differ"
             _assert_mask(traj)
@@ -167,11 +167,15 @@ def _budgets(spec: EnvSpec, options, tokenizer, task: Task) -> list[Check]:
 
 def _a_call(spec: EnvSpec, options, task: Task) -> str:
     """A well-formed call in the env's own protocol (its demonstration's first action) if it has one."""
-    fmt = spec.make_env(options).format
-    if spec.demonstration is not None:
-        for m in spec.demonstration(task):
-            if m["role"] == "assistant" and fmt.parse(fmt.render_assistant_body(m)).attempted:
-                return fmt.render_assistant_body(m)
+    env = spec.make_env(options)
+    fmt = env.format
+    try:
+        demo = spec.demonstration(task, env) if spec.demonstration is not None else []
+    finally:
+        _close(env)
+    for m in demo:
+        if m["role"] == "assistant" and fmt.parse(fmt.render_assistant_body(m)).attempted:
+            return fmt.render_assistant_body(m)
     return fmt.stop_strings[0].replace("</", "<") + "x" + fmt.stop_strings[0]
 
 

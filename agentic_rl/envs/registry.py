@@ -19,7 +19,8 @@ class EnvSpec:
 
     make_env(options) builds one env per episode; make_reward(options) the outcome reward;
     tasks(split, n, seed) draws tasks;
-    demonstration(task) returns the messages after the user turn that solve it (for SFT), if known.
+    demonstration(task, env) returns the messages after the user turn that solve it (for SFT), if
+    known; `env` is a fresh instance whose tools produce the observations the demonstration shows.
     """
 
     name: str
@@ -27,7 +28,7 @@ class EnvSpec:
     make_reward: Callable[[Mapping[str, Any]], RewardFn]
     tasks: Callable[[str, int, int], list[Task]]
     splits: tuple[str, ...]
-    demonstration: Callable[[Task], list[dict]] | None = None
+    demonstration: Callable[[Task, Env], list[dict]] | None = None
 
 
 ENVS: dict[str, EnvSpec] = {}
@@ -53,4 +54,4 @@ def get_env(name: str) -> EnvSpec:
 
 
 def _load_builtin() -> None:
-    from agentic_rl.envs.builtin import calculator  # noqa: F401  (registers itself)
+    from agentic_rl.envs.builtin import calculator, retool  # noqa: F401  (each registers itself)

@@ -9,6 +9,19 @@ from agentic_rl.envs.base import Env
 from agentic_rl.types import Task, Trajectory, Turn
 
 
+def demonstrate(spec, options: Mapping, task: Task, tokenizer) -> tuple[list[dict], Trajectory]:
+    """The env's own demonstration for `task` (messages) and its trajectory, made on a fresh env
+    instance so that a stateful tool (a sandboxed interpreter) starts clean, and closed after."""
+    env = spec.make_env(options)
+    try:
+        demo = spec.demonstration(task, env)
+        return demo, demonstration_trajectory(task, env, demo, tokenizer)
+    finally:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
 def demonstration_trajectory(task: Task, env: Env, demo: Sequence[Mapping], tokenizer) -> Trajectory:
     """demo: the messages after the user turn (assistant actions and tool results, in order).
 

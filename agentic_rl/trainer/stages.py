@@ -17,7 +17,7 @@ from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.demos import demonstration_trajectory
+from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import compute_credit, critic_values, kl_token_rewards, outcome_rewards
@@ -28,9 +28,8 @@ from agentic_rl.trainer.sft import sft_train
 def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: set sft.examples: 0")
-    env = spec.make_env(cfg.env.options)
     tasks = spec.tasks("train", cfg.sft.examples, cfg.sft.seed)
-    demos = [demonstration_trajectory(t, env, spec.demonstration(t), tokenizer) for t in tasks]
+    demos = [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
     total = cfg.sft.epochs * -(-len(demos) // cfg.sft.batch_size)
     bar = tqdm(total=total, desc="sft", disable=not cfg.log.progress)
 

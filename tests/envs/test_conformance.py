@@ -64,8 +64,8 @@ def test_a_raising_step_fails(tokenizer, variant):
 def test_a_wrong_demonstration_fails(tokenizer, variant):
     spec = get_env("calculator")
 
-    def wrong(task):
-        demo = spec.demonstration(task)
+    def wrong(task, env):
+        demo = spec.demonstration(task, env)
         return [*demo[:-1], {"role": "assistant", "content": "<answer>-1</answer>"}]
 
     assert _failed(tokenizer, variant(demonstration=wrong)) == {"demonstrations solve their tasks"}

@@ -11,7 +11,7 @@ def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer):
     spec = get_env("calculator")
     env = spec.make_env({})
     for task in spec.tasks("train", 12, 5):
-        demo = spec.demonstration(task)
+        demo = spec.demonstration(task, env)
         traj = demonstration_trajectory(task, env, demo, tokenizer)
         messages = env.reset(task) + demo
         rendered = tokenizer.apply_chat_template(messages, tools=env.tool_schemas, tokenize=False)

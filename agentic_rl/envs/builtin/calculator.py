@@ -52,6 +52,6 @@ SPEC = register_env(
         make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1))),
         tasks=tasks,
         splits=data.SPLITS,
-        demonstration=data.demonstration,
+        demonstration=lambda task, env: data.demonstration(task),
     )
 )
