@@ -75,6 +75,7 @@ class RLConfig:
     overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
+    train_observations: bool = False  # ablation: tool results are trained on as if sampled (Search-R1 §4)
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
     max_refill_rounds: int = 2
@@ -218,6 +219,10 @@ def _check(cfg: Config) -> None:
         raise ConfigError("rl.kl_mode must be loss or reward")
     if not 0 <= cfg.rl.overlong_buffer <= cfg.rollout.max_episode_tokens:
         raise ConfigError("rl.overlong_buffer must be in [0, rollout.max_episode_tokens]")
+    if cfg.rl.train_observations and (cfg.rl.epochs > 1 or cfg.rl.minibatches > 1 or cfg.rl.kl_mode == "reward"):
+        # observation tokens have no sampler logprob: only the on-policy ratio (current / detached
+        # current) and a loss-mode KL are defined on them
+        raise ConfigError("rl.train_observations needs rl.epochs: 1, rl.minibatches: 1 and rl.kl_mode: loss")
     if cfg.rl.kl_coef < 0 or cfg.rl.entropy_coef < 0:
         raise ConfigError("rl.kl_coef and rl.entropy_coef must be >= 0")
     for key in ("rl.lr", "sft.lr"):

@@ -8,6 +8,7 @@ critic's values (PPO with GAE), and the estimator named by the recipe. Advantage
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config, RLConfig
 from agentic_rl.trainer.forward import make_batch, policy_forward, token_logprobs
-from agentic_rl.types import TrajectoryGroup
+from agentic_rl.types import Trajectory, TrajectoryGroup
 
 
 def outcome_rewards(groups: Sequence[TrajectoryGroup], cfg: Config) -> torch.Tensor:
@@ -124,3 +125,16 @@ def _padded(rows: Sequence[torch.Tensor] | None, B: int, T: int) -> torch.Tensor
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
     return out
+
+
+def observations_as_actions(group: TrajectoryGroup) -> TrajectoryGroup:
+    """The masking ablation: every token after the prompt is trained, tool results included, as if
+    the policy had written them (their logprob slot is 0: the update must be on-policy, where the
+    ratio's denominator is the current logprob). The prompt stays untrained."""
+    def merge(t: Trajectory) -> Trajectory:
+        turns = [t.turns[0], *(dataclasses.replace(turn, obs_ids=(), action_ids=turn.obs_ids + turn.action_ids,
+                                                   logprobs=(0.0,) * len(turn.obs_ids) + turn.logprobs)
+                               for turn in t.turns[1:])]
+        return dataclasses.replace(t, turns=tuple(turns))
+    return TrajectoryGroup(group.task, tuple(merge(t) for t in group.trajectories))
+

@@ -20,7 +20,13 @@ from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
 from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.credit import compute_credit, critic_values, kl_token_rewards, outcome_rewards
+from agentic_rl.trainer.credit import (
+    compute_credit,
+    critic_values,
+    kl_token_rewards,
+    observations_as_actions,
+    outcome_rewards,
+)
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_train
 
@@ -67,6 +73,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
         metrics = rollout_metrics(sampled)
         advantages = []
+        if rl.train_observations:  # the masking ablation; metrics and files keep the real turns
+            groups = [observations_as_actions(g) for g in groups]
         if groups:  # dynamic sampling can come back empty-handed: nothing to train on this step
             kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
                           if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)

@@ -34,6 +34,7 @@ def recipe(tmp_path):
         ("", ["rl.minibatches=0"], "rl.minibatches must be >= 1"),
         ("", ["model.precision=fp8"], "model.precision"),
         ("", ["rl.steps"], "expected key=value"),
+        ("", ["rl.train_observations=true", "rl.epochs=2"], "rl.train_observations needs rl.epochs: 1"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
