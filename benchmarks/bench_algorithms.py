@@ -51,9 +51,11 @@ def run(name: str, overrides: list[str], sft: str, steps: int) -> dict:
 
 
 def sft_row(sft: str) -> dict:
-    out = ROOT / "runs" / "bench-alg-sft-eval.json"
-    subprocess.run([sys.executable, "-m", "agentic_rl.cli", "eval", str(ROOT / "recipes" / "calculator.yaml"),
-                    "--checkpoint", sft, "--out", str(out)], check=True, cwd=ROOT)
+    """The starting point's own accuracy; an `agentic-rl eval` already written beside it is reused."""
+    out = Path(sft) / "eval.json"
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "agentic_rl.cli", "eval", str(ROOT / "recipes" / "calculator.yaml"),
+                        "--checkpoint", sft, "--out", str(out)], check=True, cwd=ROOT)
     ev = json.loads(out.read_text())
     ev = ev.get("eval", ev)
     return {"name": "sft (no RL)", "overrides": [], "in_template": ev["heldout_in"]["accuracy"],
@@ -70,9 +72,17 @@ def main() -> None:
     unknown = sorted(set(names) - set(ALGORITHMS))
     if unknown:
         ap.error(f"unknown algorithm(s) {unknown}; known: {', '.join(ALGORITHMS)}")
-    table = [sft_row(args.sft)] + [run(n, ALGORITHMS[n], args.sft, args.steps) for n in names]
+    # rows accumulate across invocations with the same start and budget (one algorithm per sitting is
+    # ~17 minutes), each written as soon as it is measured
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    same = old.get("sft") == args.sft and old.get("steps") == args.steps
+    rows = {r["name"]: r for r in (old.get("rows", []) if same else [])}
+    rows["sft (no RL)"] = sft_row(args.sft)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"sft": args.sft, "steps": args.steps, "rows": table}, indent=2))
+    for n in names:
+        rows[n] = run(n, ALGORITHMS[n], args.sft, args.steps)
+        RESULTS.write_text(json.dumps({"sft": args.sft, "steps": args.steps, "rows": list(rows.values())}, indent=2))
+    table = list(rows.values())
     print("| algorithm | in-template | out-of-template | overall | median s / step |\n|---|---|---|---|---|")
     for r in table:
         print(f"| {r['name']} | {r['in_template']:.3f} | {r['out_of_template']:.3f} | {r['overall']:.3f} | "
