@@ -79,7 +79,8 @@ class RLConfig:
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
     max_refill_rounds: int = 2
-    critic: str = "none"  # none | value_head (a value head on the policy; needed by advantage: gae)
+    critic: str = "none"  # none | value_head (a head on the policy) | model (its own transformer); gae needs one
+    critic_model: str = ""  # critic: model only; "" = a copy of the policy as RL starts
     critic_lr: float = 1e-4
     vf_coef: float = 0.5  # weight of the value loss
     value_clip: float = 0.2
@@ -243,8 +244,10 @@ def _check_names(rl: RLConfig) -> None:
 
     if rl.task_sampler not in SAMPLERS:
         raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
-    if rl.critic not in ("none", "value_head"):
-        raise ConfigError(f"rl.critic: expected none or value_head, got {rl.critic!r}")
+    if rl.critic not in ("none", "value_head", "model"):
+        raise ConfigError(f"rl.critic: expected none, value_head or model, got {rl.critic!r}")
+    if rl.critic_model and rl.critic != "model":
+        raise ConfigError("rl.critic_model is only used with rl.critic: model")
     if (rl.advantage == "gae") != (rl.critic != "none"):
         raise ConfigError("rl.advantage: gae needs rl.critic: value_head, and a critic is only used by gae")
     if not (0 <= rl.gamma <= 1 and 0 <= rl.lam <= 1):

@@ -50,14 +50,15 @@ def kl_token_rewards(ref_model, groups: Sequence[TrajectoryGroup], cfg: Config, 
 
 
 @torch.no_grad()
-def critic_values(model, value_head, groups: Sequence[TrajectoryGroup], cfg: Config, pad_id: int) -> list[torch.Tensor]:
+def critic_values(model, critic, groups: Sequence[TrajectoryGroup], cfg: Config, pad_id: int) -> list[torch.Tensor]:
     """The critic's V(s_t) on every sampled token before the update, per trajectory (aligned with
     `token_ids()`, 0 elsewhere): GAE's baseline and the anchor of the clipped value loss."""
     out = []
     for group in groups:
         batch = make_batch(group.trajectories, pad_id)
         with autocast(cfg.model.precision):
-            values = policy_forward(model, batch, cfg.rollout.temperature, value_head=value_head).values
+            values = (policy_forward(model, batch, cfg.rollout.temperature, value_head=critic.head).values
+                      if critic.shared else critic.values(batch))
         out += trajectory_rows(values, batch, group)
     return out
 

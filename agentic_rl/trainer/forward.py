@@ -90,7 +90,7 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     activation memory at a 49k vocabulary) run only on the positions that are trained. The value at t
     comes from the same hidden state (the state before token t is sampled).
     """
-    hidden = _hidden_states(model, batch)
+    hidden = hidden_states(model, batch)
     head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
     ids = batch.input_ids
     sel = batch.loss_mask.bool()
@@ -104,7 +104,7 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     return PolicyOutputs(token_lp, entropy, values)
 
 
-def _hidden_states(model, batch: Batch) -> torch.Tensor:
+def hidden_states(model, batch: Batch) -> torch.Tensor:
     """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder = base.get_decoder()

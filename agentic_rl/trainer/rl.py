@@ -27,6 +27,7 @@ from agentic_rl.algorithms.value import value_loss
 from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
@@ -43,10 +44,11 @@ def split_minibatches(n: int, k: int) -> list[range]:
 
 @dataclass(frozen=True)
 class CriticTargets:
-    """PPO's critic for one update: the value head and, per trajectory (aligned with `token_ids()`),
-    the GAE returns it regresses on and the values it had when the advantages were computed."""
+    """PPO's critic for one update (`trainer/critic.py`) and, per trajectory (aligned with
+    `token_ids()`), the GAE returns it regresses on and the values it had when the advantages were
+    computed."""
 
-    head: torch.nn.Module
+    critic: Critic
     returns: Sequence[torch.Tensor]
     values: Sequence[torch.Tensor]
 
@@ -70,6 +72,8 @@ def rl_update(
     sums = dict.fromkeys(_SUMS, 0.0)
     grad_norms = []
     model.train()
+    if critic is not None:
+        critic.critic.train()
     for epoch in range(rl.epochs):
         for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
             chosen = [keep[i] for i in part]
@@ -77,6 +81,8 @@ def rl_update(
             grad_norms.append(_minibatch_step(model, optimizer, work, cfg, pad_id, ref_model, critic,
                                               on_policy=epoch == 0 and k == 0, sums=sums))
     model.eval()
+    if critic is not None:
+        critic.critic.eval()
     n = max(sums["tokens"], 1.0)
     steps = max(len(grad_norms), 1)
     out = {
@@ -132,9 +138,11 @@ def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic,
     """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss."""
     rl = cfg.rl
     aggregate = AGGREGATIONS.get(rl.aggregation)
+    shared = critic is not None and critic.critic.shared
     with autocast(cfg.model.precision):
         out = policy_forward(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0,
-                             value_head=critic.head if critic is not None else None)
+                             value_head=critic.critic.head if shared else None)
+        values = out.values if shared or critic is None else critic.critic.values(batch)
     logp = out.logprobs
     old = logp.detach() if on_policy else batch.old_logprobs
     pg = POLICY_LOSSES.get(rl.policy_loss)(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
@@ -150,7 +158,7 @@ def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic,
         sums["kl"] += float((kl.detach() * mask).sum())
     if critic is not None:
         returns, old_values = (batch_layout(rows, batch) for rows in target)
-        v = value_loss(out.values, old_values, returns, mask, rl.value_clip)
+        v = value_loss(values, old_values, returns, mask, rl.value_clip)
         vl = aggregate(v.per_token_loss_BT, mask, norm)
         loss = loss + rl.vf_coef * vl
         sums["value_loss"] += float(vl.detach())

@@ -8,7 +8,6 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
-from agentic_rl.algorithms.value import ValueHead
 from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
@@ -27,6 +26,7 @@ from agentic_rl.trainer.credit import (
     observations_as_actions,
     outcome_rewards,
 )
+from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_train
 
@@ -57,8 +57,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
     sampler = make_sampler(rl.task_sampler, spec.tasks("train", rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed),
                            seed=rl.seed)
-    value_head = ValueHead(model.config.hidden_size) if rl.critic == "value_head" else None
-    optimizer = _optimizer(model, value_head, rl)
+    critic = make_critic(rl.critic, model, tokenizer, rl.critic_model)
+    optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
 
@@ -78,12 +78,12 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         if groups:  # dynamic sampling can come back empty-handed: nothing to train on this step
             kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
                           if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
-            values = critic_values(model, value_head, groups, cfg, tokenizer.pad_token_id) if value_head else None
+            values = critic_values(model, critic, groups, cfg, tokenizer.pad_token_id) if critic else None
             credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
             advantages = credit.advantages
-            critic = CriticTargets(value_head, credit.returns, credit.values) if value_head else None
+            targets = CriticTargets(critic, credit.returns, credit.values) if critic else None
         metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model,
-                                 critic if groups else None))
+                                 targets if groups else None))
         version = engine.sync_weights()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
@@ -94,9 +94,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                   "groups_sampled": len(sampled), "groups_kept": len(groups)}
         logger.log(record)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
-    if value_head is not None:
-        (cfg.run_dir / "checkpoints" / "critic").mkdir(parents=True, exist_ok=True)
-        torch.save(value_head.state_dict(), cfg.run_dir / "checkpoints" / "critic" / "value_head.pt")
+    if critic is not None:
+        critic.save(cfg.run_dir / "checkpoints" / "critic")
 
 
 def _collect(collect, rl, seed: int):
@@ -127,11 +126,12 @@ def _with_spread(groups):
     return [g for g, k in zip(groups, keep) if k]
 
 
-def _optimizer(model, value_head, rl):
-    """AdamW over the trainable policy parameters, plus the value head at its own learning rate."""
+def _optimizer(model, critic, rl):
+    """AdamW over the trainable policy parameters, plus the critic (head, and its own backbone if it
+    has one) at its own learning rate."""
     groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": rl.lr}]
-    if value_head is not None:
-        groups.append({"params": list(value_head.parameters()), "lr": rl.critic_lr})
+    if critic is not None:
+        groups.append({"params": [p for p in critic.parameters() if p.requires_grad], "lr": rl.critic_lr})
     return torch.optim.AdamW(groups, weight_decay=0.0)
 
 

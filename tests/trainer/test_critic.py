@@ -13,15 +13,16 @@ from agentic_rl.algorithms.value import ValueHead
 from agentic_rl.trainer import loop
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_credit, critic_values
+from agentic_rl.trainer.critic import Critic, make_critic
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 
 GAE = ["rl.advantage=gae", "rl.critic=value_head", "rl.lr=1e-3", "rl.critic_lr=1e-2"]
 
 
-def _ppo_step(tiny, tokenizer, cfg, groups, head, opt):
-    values = critic_values(tiny, head, groups, cfg, tokenizer.pad_token_id)
+def _ppo_step(tiny, tokenizer, cfg, groups, critic, opt):
+    values = critic_values(tiny, critic, groups, cfg, tokenizer.pad_token_id)
     credit = compute_credit(groups, cfg.rl, values=values)
-    critic = CriticTargets(head, credit.returns, credit.values)
+    critic = CriticTargets(critic, credit.returns, credit.values)
     return credit, rl_update(tiny, opt, groups, credit.advantages, cfg, tokenizer.pad_token_id, critic=critic)
 
 
@@ -30,8 +31,7 @@ def test_gae_returns_are_the_outcome_for_a_fresh_critic_and_values_stay_off_obse
     # sampled token, every sampled token's return is the episode's outcome reward.
     cfg = load_config("recipes/tiny.yaml", GAE)
     groups = [make_group(0, [1.0, 0.0, 0.1], torch.Generator().manual_seed(0))]
-    head = ValueHead(tiny.config.hidden_size)
-    values = critic_values(tiny, head, groups, cfg, tokenizer.pad_token_id)
+    values = critic_values(tiny, Critic(ValueHead(tiny.config.hidden_size)), groups, cfg, tokenizer.pad_token_id)
     credit = compute_credit(groups, cfg.rl, values=values)
     for t, ret, v in zip(groups[0].trajectories, credit.returns, values):
         mask = torch.tensor(t.loss_mask(), dtype=torch.bool)
@@ -41,12 +41,12 @@ def test_gae_returns_are_the_outcome_for_a_fresh_critic_and_values_stay_off_obse
 def test_ppo_epochs_take_epochs_x_minibatches_steps_and_the_critic_learns(tiny, tokenizer, make_group):
     cfg = load_config("recipes/tiny.yaml", GAE + ["rl.epochs=2", "rl.minibatches=2"])
     groups = [make_group(i, r, torch.Generator().manual_seed(i)) for i, r in enumerate([[1.0, 0.0], [0.0, 1.0]])]
-    head = ValueHead(tiny.config.hidden_size)
+    critic = Critic(ValueHead(tiny.config.hidden_size))
     opt = torch.optim.AdamW([{"params": tiny.parameters(), "lr": cfg.rl.lr},
-                             {"params": head.parameters(), "lr": cfg.rl.critic_lr}])
+                             {"params": critic.parameters(), "lr": cfg.rl.critic_lr}])
     mse = []
     for _ in range(4):
-        _, m = _ppo_step(tiny, tokenizer, cfg, groups, head, opt)
+        _, m = _ppo_step(tiny, tokenizer, cfg, groups, critic, opt)
         assert m["optimizer_steps"] == 4
         mse.append(m["value_mse"])
     # The head starts at V = 0 against returns of 0 or 1 (squared error 0.5 on average at the first
@@ -55,8 +55,34 @@ def test_ppo_epochs_take_epochs_x_minibatches_steps_and_the_critic_learns(tiny, 
     assert mse[0] <= 0.5 and mse[-1] < 0.5 * mse[0]
 
 
+@pytest.mark.parametrize("kind", ["value_head", "model"])
+def test_the_value_loss_reaches_the_policy_only_through_a_shared_head(tiny, tokenizer, make_group, kind):
+    """With zero advantages the policy-gradient term is exactly 0, so whatever moves is moved by the
+    value loss: a head on the policy drags the policy's trunk along; a separate critic model leaves
+    the policy untouched and learns in its own weights."""
+    cfg = load_config("recipes/tiny.yaml", [*GAE[:1], f"rl.critic={kind}", "rl.lr=1e-3", "rl.critic_lr=1e-2"])
+    groups = [make_group(0, [1.0, 0.0], torch.Generator().manual_seed(0))]
+    critic = make_critic(kind, tiny, tokenizer)
+    opt = torch.optim.AdamW([{"params": tiny.parameters(), "lr": 1e-3}, {"params": critic.parameters(), "lr": 1e-2}],
+                            weight_decay=0.0)  # decay would move the policy without any gradient
+    values = critic_values(tiny, critic, groups, cfg, tokenizer.pad_token_id)
+    credit = compute_credit(groups, cfg.rl, values=values)
+    zero = [torch.zeros_like(a) for a in credit.advantages]
+    policy_before = {k: v.clone() for k, v in tiny.state_dict().items()}
+    backbone_before = None if critic.shared else {k: v.clone() for k, v in critic.backbone.state_dict().items()}
+    for _ in range(2):  # the head starts at 0, so the trunk under it gets gradient from the 2nd step on
+        m = rl_update(tiny, opt, groups, zero, cfg, tokenizer.pad_token_id,
+                      critic=CriticTargets(critic, credit.returns, credit.values))
+        assert m["value_loss"] > 0
+    policy_moved = any(not torch.equal(v, tiny.state_dict()[k]) for k, v in policy_before.items())
+    assert policy_moved == critic.shared
+    if not critic.shared:
+        assert any(not torch.equal(v, critic.backbone.state_dict()[k]) for k, v in backbone_before.items())
+
+
 ALGORITHMS = {
     "ppo_gae": GAE,
+    "ppo_gae_critic_model": ["rl.advantage=gae", "rl.critic=model", "rl.lr=1e-3", "rl.critic_lr=1e-3"],
     "grpo": [],
     "gspo": ["rl.policy_loss=gspo", "rl.clip_low=3e-4", "rl.clip_high=4e-4", "rl.aggregation=seq-mean-token-mean"],
     "rloo": ["rl.advantage=rloo"],
@@ -82,6 +108,7 @@ def test_every_algorithm_runs_the_tiny_recipe(tmp_path, name, snapshot):
                for k in ("loss", "entropy", "kl", "clip_frac", "grad_norm"))
     after = snapshot["model"].state_dict()
     assert any(not torch.equal(v, after[k]) for k, v in snapshot["before"].items())
-    if name == "ppo_gae":
+    if name.startswith("ppo_gae"):
         assert all("value_loss" in r for r in rl_rows)
         assert (tmp_path / "checkpoints" / "critic" / "value_head.pt").exists()
+        assert (tmp_path / "checkpoints" / "critic" / "model").exists() == name.endswith("critic_model")
