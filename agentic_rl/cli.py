@@ -22,6 +22,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--fewshot", action="store_true", help="prompt with the env's worked examples")
     e.add_argument("--out", help="where to write the eval JSON (default: <checkpoint>/eval.json)")
     e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    s = sub.add_parser("sandbox", help="run a Python file in the sandbox the agent's code runs in; prints JSON")
+    s.add_argument("file")
+    s.add_argument("--timeout", type=float, default=5.0, help="wall-clock seconds (default 5)")
+    s.add_argument("--memory-mb", type=int, default=512, help="address-space limit (default 512)")
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -33,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check-env":
         return _check_env(args)
+    if args.command == "sandbox":
+        return _sandbox(args)
     from agentic_rl.trainer.config import ConfigError, load_config
 
     try:
@@ -72,6 +78,19 @@ def _eval(cfg, args) -> int:
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(_summary({"eval": result}), indent=2))
     print(f"wrote {out}")
+    return 0
+
+
+def _sandbox(args) -> int:
+    from agentic_rl.tools.sandbox import SandboxConfig, SandboxUnavailable, run_python
+
+    try:
+        code = Path(args.file).read_text()
+        result = run_python(code, SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb))
+    except (OSError, SandboxUnavailable) as e:
+        print(f"agentic-rl: error: {e}", file=sys.stderr)
+        return 2
+    print(result.to_json())
     return 0
 
 

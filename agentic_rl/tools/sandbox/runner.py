@@ -1,0 +1,198 @@
+"""Run model-written Python in a bubblewrap sandbox.
+
+What the sandboxed program gets: its own user, PID, IPC, UTS, cgroup and network namespaces (no
+network at all: only its own loopback), a read-only view of /usr (the interpreter and its standard
+library) and nothing else of the host's filesystem, a private size-capped tmpfs at /tmp as its
+working directory, an empty environment, and rlimits on CPU time, address space, file size, process
+count and core dumps. bwrap is started as an unprivileged user (uid 65534 when the host runs as root),
+so even a sandbox escape lands in an account that owns nothing. A wall-clock timeout kills the whole
+sandbox; stdout and stderr are drained continuously and kept up to a character budget.
+
+Without bwrap, `SandboxUnavailable` says how to install it; `allow_unsandboxed=True` runs the code in
+a plain subprocess with the same rlimits and a loud warning (no network or filesystem isolation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    timeout_s: float = 5.0  # wall clock, whole run (one-shot) or one cell (session)
+    cpu_s: int = 0  # RLIMIT_CPU; 0 = ceil(timeout_s) + 1
+    memory_mb: int = 512  # RLIMIT_AS of every process in the sandbox
+    file_size_mb: int = 16  # RLIMIT_FSIZE: the largest file it may write
+    tmp_size_mb: int = 64  # size of the private /tmp
+    max_procs: int = 32  # RLIMIT_NPROC of the sandbox user
+    max_output_chars: int = 4000  # per stream
+    python: str = ""  # interpreter inside the sandbox; "" = this one if the sandbox user can reach it, else /usr/bin/python3
+    bwrap: str = "bwrap"
+    allow_unsandboxed: bool = False  # opt-in fallback without bwrap: NO network or filesystem isolation
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    killed_by: str | None  # "timeout", or the signal's name (SIGKILL, SIGXCPU, SIGXFSZ, ...)
+    duration_s: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+def run_python(code: str, config: SandboxConfig | None = None) -> ExecResult:
+    """Run `code` as a fresh program in the sandbox."""
+    config = config or SandboxConfig()
+    return execute(command(config, ["-c", code]), config)
+
+
+def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
+    """The full argv: [setpriv ...] bwrap ... python -I -S <python_args>."""
+    bwrap = shutil.which(config.bwrap)
+    python = interpreter(config)
+    inner = [python, "-I", "-S", "-u", *python_args]  # unbuffered: output before a kill is kept
+    if bwrap is None:
+        if not config.allow_unsandboxed:
+            raise SandboxUnavailable(
+                f"bubblewrap ({config.bwrap!r}) is not installed: `apt-get install bubblewrap` (Debian/Ubuntu) "
+                "or `dnf install bubblewrap`; or opt in to an unsandboxed fallback with allow_unsandboxed=True")
+        warnings.warn("running model code WITHOUT the sandbox: rlimits only, no network or filesystem isolation",
+                      RuntimeWarning, stacklevel=3)
+        return inner
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/lib", "/lib64", "/sbin"):  # merged-/usr symlinks, or the real directories
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    prefix = Path(python).resolve().parents[1]
+    if not str(prefix).startswith("/usr"):
+        argv += ["--ro-bind", str(prefix), str(prefix)]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
+             "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--"]
+    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if os.geteuid() == 0 else []
+    return drop + argv + inner
+
+
+def with_limits(argv: list[str], config: SandboxConfig) -> tuple[list[str], object]:
+    """(argv, preexec_fn): the rlimits every process of the sandbox inherits, soft = hard so nothing
+    inside can raise them. Set by util-linux `prlimit` when present: a preexec_fn in a process that
+    runs threads (the trainer does) is not fork-safe."""
+    values = _limit_values(config)
+    if shutil.which("prlimit"):
+        flags = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
+                 "nproc": resource.RLIMIT_NPROC, "core": resource.RLIMIT_CORE}
+        return ["prlimit", *(f"--{k}={values[v]}" for k, v in flags.items()), "--", *argv], None
+
+    def apply() -> None:
+        for which, value in values.items():
+            resource.setrlimit(which, (value, value))
+    return argv, apply
+
+
+def interpreter(config: SandboxConfig) -> str:
+    if config.python:
+        return config.python
+    own = os.path.realpath(sys.executable)
+    return own if os.geteuid() != 0 or _world_reachable(own) else "/usr/bin/python3"
+
+
+def _world_reachable(path: str) -> bool:
+    """Can an unrelated user execute `path`? Every directory above it must be world-searchable."""
+    p = Path(path)
+    if not os.stat(p).st_mode & 0o001:
+        return False
+    return all(os.stat(d).st_mode & 0o001 for d in p.parents)
+
+
+def _limit_values(config: SandboxConfig) -> dict[int, int]:
+    return {resource.RLIMIT_CPU: config.cpu_s or int(config.timeout_s) + 1,
+            resource.RLIMIT_AS: config.memory_mb << 20, resource.RLIMIT_FSIZE: config.file_size_mb << 20,
+            resource.RLIMIT_NPROC: config.max_procs, resource.RLIMIT_CORE: 0}
+
+
+def execute(argv: list[str], config: SandboxConfig, stdin: bytes | None = None) -> ExecResult:
+    start = time.perf_counter()
+    argv, preexec = with_limits(argv, config)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
+                            start_new_session=True)
+    out, err = CappedReader(proc.stdout, config.max_output_chars), CappedReader(proc.stderr, config.max_output_chars)
+    if stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    timed_out = False
+    try:
+        proc.wait(timeout=config.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+    code = proc.returncode
+    return ExecResult(out.text(), err.text(), code, timed_out, "timeout" if timed_out else signal_name(code),
+                      time.perf_counter() - start)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def signal_name(code: int) -> str | None:
+    """bwrap reports a signal death as 128 + n; a direct child as -n."""
+    n = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return signal.Signals(n).name if n else None
+    except ValueError:
+        return None
+
+
+class CappedReader:
+    """Drains a pipe on a thread (a full pipe would block the program) and keeps the first `cap`
+    characters, counting the rest."""
+
+    def __init__(self, pipe, cap: int):
+        self.cap, self.kept, self.dropped = cap, bytearray(), 0
+        self.thread = threading.Thread(target=self._drain, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, pipe) -> None:
+        for chunk in iter(lambda: pipe.read(65536), b""):
+            room = self.cap * 4 - len(self.kept)  # bytes: utf-8 is at most 4 per character
+            self.kept += chunk[: max(room, 0)]
+            self.dropped += max(len(chunk) - max(room, 0), 0)
+        pipe.close()
+
+    def text(self) -> str:
+        self.thread.join(timeout=2.0)
+        return truncate(self.kept.decode("utf-8", "replace"), self.cap, self.dropped)
+
+
+def truncate(text: str, cap: int, dropped_bytes: int = 0) -> str:
+    if len(text) <= cap and not dropped_bytes:
+        return text
+    return text[:cap] + f"\n…[output truncated after {cap} characters]"

@@ -1,0 +1,148 @@
+"""A stateful sandboxed interpreter: variables survive between code cells of one episode (ReTool).
+
+One worker process per session, started in the same bubblewrap sandbox and rlimits as `run_python`,
+reads cells as JSON lines and answers each with its captured output. A cell that exceeds the wall
+clock kills the worker (a Python thread cannot be interrupted reliably); so does a limit the kernel
+enforces. Either way the result says so, and the next cell starts a fresh worker whose lost state is
+announced in its stderr, so the model knows to recompute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import subprocess
+import time
+
+from agentic_rl.tools.sandbox.runner import (
+    ExecResult,
+    SandboxConfig,
+    command,
+    kill_group,
+    signal_name,
+    truncate,
+    with_limits,
+)
+
+# Runs inside the sandbox (stdlib only). The protocol uses a private copy of fd 1; fds 1 and 2 then
+# point at /dev/null, so output written around Python's sys.stdout cannot corrupt it.
+WORKER = r"""
+import io, json, os, sys, traceback
+proto_in, proto_out = os.fdopen(0, "r"), os.fdopen(os.dup(1), "w")
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)
+CAP = int(sys.argv[1])
+
+class Capped(io.TextIOBase):
+    def __init__(self):
+        self.parts, self.n = [], 0
+    def writable(self):
+        return True
+    def write(self, text):
+        if self.n < CAP:
+            self.parts.append(text[: CAP - self.n])
+        self.n += len(text)
+        return len(text)
+    def value(self):
+        return "".join(self.parts), self.n > CAP
+
+env = {"__name__": "__main__"}
+for line in proto_in:
+    cell = json.loads(line)["code"]
+    out, err = Capped(), Capped()
+    sys.stdout, sys.stderr = out, err
+    code = 0
+    try:
+        exec(compile(cell, "<cell>", "exec"), env)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException as e:
+        code = 1
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)  # from the cell down
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    (o, o_cut), (e, e_cut) = out.value(), err.value()
+    proto_out.write(json.dumps({"stdout": o, "stderr": e, "cut": [o_cut, e_cut], "code": code}) + "\n")
+    proto_out.flush()
+"""
+CPU_CELLS = 8  # RLIMIT_CPU is per process lifetime: a session's worker gets this many cells' worth
+
+
+class PythonSession:
+    def __init__(self, config: SandboxConfig | None = None):
+        config = config or SandboxConfig()
+        cpu = (config.cpu_s or int(config.timeout_s) + 1) * CPU_CELLS
+        self.config = dataclasses.replace(config, cpu_s=cpu)
+        self.proc: subprocess.Popen | None = None
+        self._buffer = b""
+        self._lost = ""  # why the previous worker's variables are gone, told with the next result
+
+    def run(self, code: str) -> ExecResult:
+        start = time.perf_counter()
+        if self.proc is None:
+            self._start()
+        try:
+            self.proc.stdin.write((json.dumps({"code": code}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._died(start)
+        line = self._read_line(start + self.config.timeout_s)
+        if line is None:
+            timed_out = self.proc.poll() is None
+            if timed_out:
+                self.close()
+                self._lost = "the previous cell ran out of time, so the interpreter was restarted"
+                return ExecResult("", f"Error: the cell ran longer than {self.config.timeout_s:g}s and was stopped",
+                                  -9, True, "timeout", time.perf_counter() - start)
+            return self._died(start)
+        reply = json.loads(line)
+        notice, self._lost = (f"[note: {self._lost}; earlier variables are gone]\n" if self._lost else ""), ""
+        cap = self.config.max_output_chars
+        return ExecResult(truncate(reply["stdout"], cap, reply["cut"][0]), notice + truncate(reply["stderr"], cap,
+                          reply["cut"][1]), int(reply["code"]), False, None, time.perf_counter() - start)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:  # a dead worker's stdin cannot be flushed
+                    pass
+            self.proc, self._buffer = None, b""
+
+    def __enter__(self) -> PythonSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        argv, preexec = with_limits(command(self.config, ["-c", WORKER, str(self.config.max_output_chars)]),
+                                    self.config)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     preexec_fn=preexec, start_new_session=True)
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.perf_counter()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def _died(self, start: float) -> ExecResult:
+        """The worker ended by itself mid-cell: a kernel limit (CPU, memory, processes) or os._exit."""
+        code = self.proc.wait()
+        self.close()
+        name = signal_name(code)
+        self._lost = f"the interpreter died ({name or f'exit code {code}'})"
+        return ExecResult("", f"Error: {self._lost}; its variables are gone", code, False, name,
+                          time.perf_counter() - start)
