@@ -8,10 +8,12 @@ Options (a recipe's `env.options`):
   timeout_s      wall-clock limit per code cell (default 5)
   memory_mb      address-space limit of the sandboxed interpreter (default 512)
   format_weight  the gated format term of the reward (default 0.1)
+  fewshot        prepend two worked examples as real chat turns (the prompt-engineering baseline)
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -38,7 +40,8 @@ class RetoolEnv(ToolEnv):
         self.sandbox = SandboxConfig(timeout_s=float(options.get("timeout_s", 5.0)),
                                      memory_mb=int(options.get("memory_mb", 512)))
         self._session = None
-        super().__init__([self.python], SYSTEM_PROMPT, format=RETOOL, timeout_s=self.sandbox.timeout_s + 10)
+        super().__init__([self.python], SYSTEM_PROMPT, fewshot=fewshot_messages() if options.get("fewshot") else (),
+                         format=RETOOL, timeout_s=self.sandbox.timeout_s + 10)
 
     def python(self, code: str) -> str:
         """Run Python code in a sandbox that keeps variables between calls; returns what it printed.
@@ -69,6 +72,18 @@ def interpreter_text(result) -> str:
         tail = "\n".join(result.stderr.strip().splitlines()[-3:]) or f"exit code {result.exit_code}"
         return f"{out}\nError: {tail}".strip()
     return out if out else "(no output: print() the values you need)"
+
+
+@functools.lru_cache(maxsize=1)
+def fewshot_messages() -> tuple[dict, ...]:
+    """Two worked examples (an expression and an equation search), run once in the real sandbox."""
+    env = RetoolEnv({})
+    try:
+        tasks = data.make_tasks(20, 777, "train")
+        picks = [next(t for t in tasks if t.meta["family"] == f) for f in ("basic_arithmetic", "simple_equations")]
+        return tuple(m for t in picks for m in [{"role": "user", "content": t.prompt}, *data.demonstration(t, env.python)])
+    finally:
+        env.close()
 
 
 def demonstration(task, env: RetoolEnv) -> list[dict]:
