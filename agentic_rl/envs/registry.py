@@ -42,8 +42,7 @@ def register_env(spec: EnvSpec) -> EnvSpec:
 
 
 def get_env(name: str) -> EnvSpec:
-    if not ENVS:
-        _load_builtin()
+    _load_builtin()
     if name not in ENVS:
         for ep in entry_points(group="agentic_rl.envs"):
             if ep.name == name:
@@ -54,4 +53,5 @@ def get_env(name: str) -> EnvSpec:
 
 
 def _load_builtin() -> None:
-    from agentic_rl.envs.builtin import calculator, retool  # noqa: F401  (each registers itself)
+    # Importing a module registers it once (Python caches modules), whichever was imported first.
+    from agentic_rl.envs.builtin import calculator, retool, search_r1  # noqa: F401  (each registers itself)

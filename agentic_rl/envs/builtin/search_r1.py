@@ -1,0 +1,103 @@
+"""Search-R1: questions answered by searching a local corpus (seed 001's case study).
+
+The policy writes `<search>query</search>`; generation stops there; a BM25 retriever returns the top
+passages inside `<information>...</information>` in the same assistant turn (masked: never trained
+on); the answer goes in `<answer>...</answer>` and is scored by exact match (F1 is logged).
+
+Options (a recipe's `env.options`):
+  corpus            "kb" (the generated knowledge base, default) or a JSONL file of {id, title, text}
+  top_k             passages per search (default 3)
+  max_chars         character budget of one <information> block (default 600)
+  search            false: no search action at all (the paper's no-retrieval baseline)
+  format_weight     the gated format term of the reward (default 0.1)
+  fewshot           prepend two worked examples (one- and two-hop) as real chat turns
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rl.data import search_qa as data
+from agentic_rl.envs.base import ToolEnv
+from agentic_rl.envs.formats import SEARCH_R1
+from agentic_rl.envs.registry import EnvSpec, register_env
+from agentic_rl.rewards.base import Score, extract_answer
+from agentic_rl.types import Task, Trajectory
+
+SYSTEM_PROMPT = "You answer questions about a fictional world. Search for the facts you need; do not guess."
+NO_SEARCH_PROMPT = "You answer questions about a fictional world. Answer directly."
+
+
+@functools.lru_cache(maxsize=4)
+def retriever(corpus: str = "kb"):
+    """Built once per corpus and shared by every episode (an index is read-only)."""
+    from agentic_rl.tools.search import BM25Retriever
+
+    return BM25Retriever(data.load_corpus(corpus))
+
+
+class SearchEnv(ToolEnv):
+    def __init__(self, options: Mapping[str, Any]):
+        self.top_k = int(options.get("top_k", 3))
+        self.max_chars = int(options.get("max_chars", 600))
+        self.retriever = retriever(str(options.get("corpus", "kb")))
+        with_search = bool(options.get("search", True))
+        fewshot = fewshot_messages(self.top_k, self.max_chars) if options.get("fewshot") and with_search else ()
+        super().__init__([self.search] if with_search else [], SYSTEM_PROMPT if with_search else NO_SEARCH_PROMPT,
+                         fewshot=fewshot, format=SEARCH_R1)
+
+    def search(self, query: str) -> str:
+        """Search the corpus; returns the top passages.
+
+        Args:
+            query: what to look for.
+        """
+        from agentic_rl.tools.search import format_passages
+
+        found = self.retriever.search(query, top_k=self.top_k)
+        return format_passages(found, self.max_chars) if found else "No results."
+
+
+@dataclass(frozen=True)
+class ExactMatchReward:
+    """1.0 when the normalized answer equals the gold answer or an alias (SQuAD normalization);
+    token F1 is logged, not rewarded; the format term is gated as everywhere."""
+
+    format_weight: float = 0.1
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        answer = extract_answer(trajectory.final_text)
+        golds = [str(task.answer), *task.meta.get("aliases", ())]
+        em = data.exact_match(answer, golds) if answer is not None else 0.0
+        f1 = data.token_f1(answer, golds) if answer is not None else 0.0
+        well_formed = float(answer is not None and trajectory.num_tool_errors == 0 and trajectory.terminated)
+        value = em if em else self.format_weight * well_formed
+        return Score(value, {"correct": em, "f1": f1, "format": well_formed})
+
+
+def demonstration(task: Task, env: SearchEnv) -> list[dict]:
+    return data.demonstration(task, env.search)
+
+
+@functools.lru_cache(maxsize=4)
+def fewshot_messages(top_k: int, max_chars: int) -> tuple[dict, ...]:
+    """Two worked examples from the training templates: a one-hop and a two-hop question."""
+    env = SearchEnv({"top_k": top_k, "max_chars": max_chars})
+    tasks = data.make_tasks(40, 777, "train")
+    picks = [next(t for t in tasks if t.meta["hops"] == h) for h in (1, 2)]
+    return tuple(m for t in picks for m in [{"role": "user", "content": t.prompt}, *demonstration(t, env)])
+
+
+SPEC = register_env(
+    EnvSpec(
+        name="search_r1",
+        make_env=SearchEnv,
+        make_reward=lambda options: ExactMatchReward(float(options.get("format_weight", 0.1))),
+        tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
+        splits=data.SPLITS,
+        demonstration=demonstration,
+    )
+)
