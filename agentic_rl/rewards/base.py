@@ -15,6 +15,7 @@ class Score:
     value: float
     details: Mapping[str, float] = field(default_factory=dict)
     cost: float = 0.0  # seconds or money spent verifying, for the verifier ladder
+    error: str | None = None  # the verifier could not decide (a judge that failed): recorded, never a silent 0
 
 
 class RewardFn(Protocol):

@@ -17,7 +17,12 @@ def score_trajectory(reward_fn: RewardFn, t: Trajectory) -> Trajectory:
         score = reward_fn(t.task, t)
     except Exception as e:
         return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}")
-    return dataclasses.replace(t, reward=float(score.value), reward_details=dict(score.details))
+    details = dict(score.details)
+    if score.error:  # an undecided score stays in the data with its reason, flagged for the metrics
+        details["reward_error"] = 1.0
+        return dataclasses.replace(t, reward=float(score.value), reward_details=details,
+                                   error=t.error or f"reward: {score.error}")
+    return dataclasses.replace(t, reward=float(score.value), reward_details=details)
 
 
 def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
