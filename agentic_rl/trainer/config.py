@@ -75,6 +75,7 @@ class RLConfig:
     overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
+    process_reward: str = ""  # a PROCESS_REWARDS name (per-turn rewards, e.g. step_signals); "" = outcome only
     train_observations: bool = False  # ablation: tool results are trained on as if sampled (Search-R1 §4)
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
@@ -242,6 +243,11 @@ def _check_names(rl: RLConfig) -> None:
 
     load_plugins()
 
+    from agentic_rl.rewards.process import PROCESS_REWARDS
+
+    if rl.process_reward and rl.process_reward not in PROCESS_REWARDS:
+        raise ConfigError(f"rl.process_reward: unknown process reward {rl.process_reward!r}; "
+                          f"known: {', '.join(PROCESS_REWARDS.names())}")
     if rl.task_sampler not in SAMPLERS:
         raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
     if rl.critic not in ("none", "value_head", "model"):

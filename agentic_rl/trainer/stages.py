@@ -15,6 +15,7 @@ from agentic_rl.models.lora import is_lora
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rewards.process import PROCESS_REWARDS, apply_process_rewards
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
@@ -65,6 +66,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     def collect(n: int, seed: int):
         groups, stats = rollout(engine, tokenizer, make_env, sampler.sample(n), rl.group_size, params, budget, seed=seed)
         groups = score_groups(reward_fn, groups)
+        if rl.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
+            groups = apply_process_rewards(PROCESS_REWARDS.get(rl.process_reward), groups)
         sampler.update(groups)
         return groups, stats
 

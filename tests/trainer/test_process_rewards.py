@@ -1,0 +1,60 @@
+"""Process rewards reach per-token advantages exactly where the math says: a turn's reward is
+centred within its task's group and credited to that turn's sampled tokens and every earlier turn's,
+never to a later turn or an observation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from agentic_rl.rewards.process import StepSignals, apply_process_rewards
+from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.credit import compute_credit
+from agentic_rl.types import ToolCall
+
+
+def test_a_failed_call_lowers_exactly_the_tokens_up_to_it(make_group):
+    group = make_group(0, [1.0, 1.0], torch.Generator().manual_seed(0))  # equal outcomes: outcome advantage 0
+    bad_first = dataclasses.replace(group.trajectories[0].turns[0], tool_errors=1)
+    t0 = dataclasses.replace(group.trajectories[0], turns=(bad_first, group.trajectories[0].turns[1]))
+    group = dataclasses.replace(group, trajectories=(t0, group.trajectories[1]))
+    [scored] = apply_process_rewards(StepSignals(tool_error=-0.1), [group])
+    assert [t.reward for t in scored.trajectories[0].turns] == [-0.1, 0.0]
+    cfg = load_config("recipes/tiny.yaml", ["rl.advantage=grpo"])
+    adv = compute_credit([scored], cfg.rl).advantages
+    # Turn rewards of the group: [-0.1, 0] and [0, 0]; their mean -0.025 is subtracted ->
+    # [-0.075, 0.025] and [0.025, 0.025]. Reward-to-go (gamma 1) over each row's turns:
+    # row 0: turn 0 tokens -0.075 + 0.025 = -0.05, turn 1 tokens 0.025;
+    # row 1: turn 0 tokens 0.025 + 0.025 = 0.05,   turn 1 tokens 0.025.
+    expected = [(-0.05, 0.025), (0.05, 0.025)]
+    for t, a, (first, second) in zip(scored.trajectories, adv, expected):
+        p0, a0 = len(t.turns[0].obs_ids), len(t.turns[0].action_ids)
+        o1, a1 = len(t.turns[1].obs_ids), len(t.turns[1].action_ids)
+        assert torch.allclose(a[:p0], torch.zeros(p0))  # the prompt
+        assert torch.allclose(a[p0 : p0 + a0], torch.full((a0,), first))
+        assert torch.allclose(a[p0 + a0 : p0 + a0 + o1], torch.zeros(o1))  # the observation
+        assert torch.allclose(a[p0 + a0 + o1 :], torch.full((a1,), second))
+
+
+def test_step_signals():
+    from agentic_rl.types import Task, Trajectory, Turn
+
+    call = ToolCall("search", {"query": "x"})
+    turns = (Turn((1,), (2,), (0.0,), "a", "stop", observation="Doc 1", tool_calls=(call,)),
+             Turn((1,), (2,), (0.0,), "b", "stop", observation="No results.", tool_calls=(call,)),
+             Turn((1,), (2,), (0.0,), "c", "stop", observation="Error: bad", tool_errors=1),
+             Turn((1,), (2,), (0.0,), "<answer>x</answer>", "eos"))
+    signals = StepSignals(tool_error=-0.1, repeated_call=-0.2, empty_result=-0.05)
+    got = signals(Trajectory(Task("t", "q"), turns))
+    assert got == [0.0, -0.2 - 0.05, -0.1, 0.0]  # repeat + empty; a failed call; a clean answer
+
+
+def test_the_tiny_recipe_trains_with_step_signals(tmp_path):
+    from agentic_rl.trainer import loop
+
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
+                                            "eval.tasks_per_split=2", "rl.process_reward=step_signals",
+                                            "rl.entropy_coef=0.01"])
+    loop.train(cfg)
+    assert (tmp_path / "metrics.jsonl").read_text().count('"stage": "rl"') == 2
