@@ -8,6 +8,13 @@ from collections.abc import Sequence
 from agentic_rl.types import TrajectoryGroup
 
 
+def reward_components(trajs) -> dict[str, float]:
+    """`reward/<name>`: the mean of every reward detail (rubric terms, verifier flags, F1, hacking
+    flags), over the trajectories that report it."""
+    keys = sorted({k for t in trajs for k in t.reward_details})
+    return {f"reward/{k}": statistics.fmean(t.reward_details[k] for t in trajs if k in t.reward_details) for k in keys}
+
+
 def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
@@ -15,7 +22,7 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
-    return {
+    return {**reward_components(trajs),
         "reward_mean": statistics.fmean(rewards),
         "reward_std": statistics.pstdev(rewards),
         "accuracy": statistics.fmean(t.reward_details.get("correct", 0.0) for t in trajs),
