@@ -91,7 +91,7 @@ def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
         argv += ["--ro-bind", str(prefix), str(prefix)]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
              "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--"]
+             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--as-pid-1", "--"]
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if os.geteuid() == 0 else []
     return drop + argv + inner
 
