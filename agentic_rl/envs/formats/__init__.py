@@ -10,31 +10,28 @@ Third parties add theirs with `register_format` or the `agentic_rl.formats` entr
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib import metadata
 
+from agentic_rl.algorithms.registry import Registry
 from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction, ToolFormat
 from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
 from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
 from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
 
-FORMATS: dict[str, ToolFormat] = {}
+FORMATS: Registry = Registry("tool-call format")
 
 
 def register_format(fmt: ToolFormat) -> ToolFormat:
-    if fmt.name in FORMATS:
-        raise ValueError(f"format {fmt.name!r} is already registered")
-    FORMATS[fmt.name] = fmt
-    return fmt
+    return FORMATS.register(fmt.name)(fmt)
 
 
 def get_format(name: str) -> ToolFormat:
+    """A registered format; installed packages' `agentic_rl.formats` entry points are loaded on a miss."""
     if name not in FORMATS:
-        for ep in entry_points(group="agentic_rl.formats"):
+        for ep in metadata.entry_points(group="agentic_rl.formats"):
             if ep.name == name:
                 register_format(ep.load())
-    if name not in FORMATS:
-        raise KeyError(f"unknown tool-call format {name!r}; known: {', '.join(sorted(FORMATS))}")
-    return FORMATS[name]
+    return FORMATS.get(name)
 
 
 for _fmt in (HERMES, ChatTemplateFormat(), SEARCH_R1, RETOOL):
