@@ -15,6 +15,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("config", help="recipe YAML, e.g. recipes/calculator.yaml")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe field, e.g. --set rl.steps=10 (repeatable)")
+    f = sub.add_parser("sft", help="SFT alone: train on demonstrations or a data file, write the graduation report")
+    f.add_argument("config")
+    f.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     e = sub.add_parser("eval", help="evaluate a checkpoint on the recipe's held-out splits or your own tasks")
     e.add_argument("config")
     e.add_argument("--checkpoint", required=True, help="a checkpoint directory (runs/NAME/checkpoints/...)")
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             return _eval(cfg, args)
         from agentic_rl.trainer.loop import train
 
+        if args.command == "sft":  # the SFT phase alone: checkpoint, held-out eval, graduation report
+            cfg.rl.steps, cfg.eval.baselines, cfg.sft.graduation = 0, False, True
         results = train(cfg)
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
@@ -116,7 +121,8 @@ def _check_env(args) -> int:
 def _summary(results: dict) -> dict:
     """Accuracy per stage and split, without the samples."""
     return {
-        stage: {k: (v["accuracy"] if isinstance(v, dict) else v) for k, v in r.items()} if stage != "timing_s" else r
+        stage: {k: (v["accuracy"] if isinstance(v, dict) else v) for k, v in r.items()}
+        if stage not in ("timing_s", "graduation") else r
         for stage, r in results.items()
     }
 

@@ -23,31 +23,48 @@ def demonstrate(spec, options: Mapping, task: Task, tokenizer) -> tuple[list[dic
 
 
 def demonstration_trajectory(task: Task, env: Env, demo: Sequence[Mapping], tokenizer) -> Trajectory:
-    """demo: the messages after the user turn (assistant actions and tool results, in order).
+    """demo: the messages after the user turn (assistant actions and tool results, in order)."""
+    return conversation_trajectory(task, [*env.reset(task), *demo], env.tool_schemas, env.format, tokenizer)
 
-    A tool-calling action ends at </tool_call>, where generation stops; the engine never samples the
-    <|im_end|> after it, so that token is glue (masked). A final action ends with <|im_end|>, which the
-    policy must learn to emit, so it is part of the action (trained).
+
+def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequence[Mapping], fmt,
+                            tokenizer) -> Trajectory:
+    """Any conversation (OpenAI-style messages: system, user, assistant with `tool_calls`, tool) as a
+    trajectory in the rollout's token layout: every assistant message is an action, everything
+    between two actions (tool results, template glue, a new user turn) is an observation.
+
+    A tool-calling action ends at its closing tag, where generation stops; the engine never samples
+    the end-of-turn after it, so that token is glue (masked). A final action ends with the end-of-turn
+    token, which the policy must learn to emit, so it is part of the action (trained). The glue is
+    cut out of full renders of the conversation, so the format must be prefix-preserving (checked).
     """
-    fmt = env.format
-    fed = tokenizer.encode(fmt.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False)
     turns: list[Turn] = []
-    i = 0
-    while i < len(demo):
-        msg = demo[i]
+    fed = ""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    if last < 0:
+        raise ValueError("the conversation has no assistant message to train on")
+    for i, msg in enumerate(messages[: last + 1]):
         if msg["role"] != "assistant":
-            raise ValueError(f"demonstration message {i} should be an assistant action, got {msg['role']}")
+            continue
+        before = fmt.render_prompt(messages[:i], tools)
+        if not before.startswith(fed):
+            raise ValueError(f"format {fmt.name} does not render message {i} as a continuation of the ones before")
         body = fmt.render_assistant_body(msg)
         calls = fmt.parse(body).attempted  # the protocol decides what a call looks like
         text = body + ("" if calls else fmt.end_of_turn)
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
-        j = i + 1
-        while j < len(demo) and demo[j]["role"] == "tool":
-            j += 1
-        observation = demo[i + 1 : j]
-        turns.append(Turn(tuple(fed), ids, (0.0,) * len(ids), text, "stop" if calls else "eos",
-                          observation="".join(m["content"] for m in observation)))
-        if observation:
-            fed = tokenizer.encode(fmt.render_observation(observation, action_closed=False), add_special_tokens=False)
-        i = j
+        turns.append(Turn(tuple(tokenizer.encode(before[len(fed):], add_special_tokens=False)), ids,
+                          (0.0,) * len(ids), text, "stop" if calls else "eos",
+                          observation=_observation(messages, i)))
+        fed = before + text
     return Trajectory(task=task, turns=tuple(turns), reward=1.0, terminated=True)
+
+
+def _observation(messages: Sequence[Mapping], i: int) -> str:
+    """The tool results that answer the action at index i."""
+    out = []
+    for m in messages[i + 1 :]:
+        if m["role"] != "tool":
+            break
+        out.append(m["content"])
+    return "".join(out)

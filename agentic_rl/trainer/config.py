@@ -46,11 +46,23 @@ class RolloutConfig:
 
 @dataclass
 class SFTConfig:
-    examples: int = 0  # demonstrations to train on; 0 skips SFT
-    batch_size: int = 8
+    examples: int = 0  # demonstrations to train on (the env's own, or the first N of `data`); 0 skips SFT
+    data: str = ""  # a JSONL of OpenAI-style conversations or of trajectory records; "" = env demonstrations
+    min_reward: float = 1.0  # trajectory records: keep episodes scoring at least this (rejection sampling)
+    batch_size: int = 8  # trajectories per micro-batch
+    grad_accum: int = 1  # micro-batches per optimizer step
     lr: float = 5e-5
     epochs: int = 1
+    heldout: float = 0.0  # fraction of the data kept out of training for a held-out loss
     seed: int = 1
+    graduation: bool = False  # write the graduation report after SFT (graduation.json)
+    require_graduation: bool = False  # stop before RL unless the report says graduated
+    min_format: float = 0.9
+    max_similarity: float = 0.95  # mean pairwise similarity of samples of one prompt, at most
+    max_loss_drop: float = 0.1  # the loss still falling more than this over the last window: not converged
+    graduation_prompts: int = 32
+    diversity_prompts: int = 8
+    diversity_samples: int = 4
 
 
 @dataclass
@@ -125,7 +137,7 @@ class Config:
         return Path(self.output_dir or Path("runs") / self.name)
 
 
-_POSITIVE = {"rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
+_POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
 
@@ -217,6 +229,10 @@ def _check(cfg: Config) -> None:
     if cfg.rl.steps and cfg.rl.group_size < 2:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
+    if not 0 <= cfg.sft.heldout < 1:
+        raise ConfigError("sft.heldout must be in [0, 1)")
+    if cfg.sft.data and not Path(cfg.sft.data).exists():
+        raise ConfigError(f"sft.data: file not found: {cfg.sft.data}")
     if cfg.rl.kl_mode not in ("loss", "reward"):
         raise ConfigError("rl.kl_mode must be loss or reward")
     if not 0 <= cfg.rl.overlong_buffer <= cfg.rollout.max_episode_tokens:

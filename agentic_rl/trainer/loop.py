@@ -18,6 +18,7 @@ from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.config import Config, to_dict
 from agentic_rl.trainer.evaluate import evaluate
+from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.stages import run_rl, run_sft
 
 
@@ -36,6 +37,10 @@ def prepare(cfg: Config):
     if cfg.model.lora_rank:
         model = apply_lora(model, cfg.model.lora_rank, cfg.model.lora_alpha)
     return model, tokenizer, get_env(cfg.env.name)
+
+
+class NotGraduated(ValueError):
+    """`sft.require_graduation` and the graduation report said not ready."""
 
 
 def train(cfg: Config) -> dict:
@@ -61,10 +66,20 @@ def train(cfg: Config) -> dict:
     if cfg.eval.baselines:
         held_out("base_zero_shot")
         held_out("base_few_shot", fewshot=True)
-    if cfg.sft.examples:
-        timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
+    if cfg.sft.examples or cfg.sft.data:
+        losses = timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
         engine.sync_weights()
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
+        if cfg.sft.graduation or cfg.sft.require_graduation:
+            report = timed("graduation", lambda: graduation_report(engine, tokenizer, spec, cfg, losses))
+            results["graduation"] = report.to_dict()
+            (run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
+            print(report.summary())
+            if cfg.sft.require_graduation and not report.graduated:
+                logger.close()
+                (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+                raise NotGraduated(f"SFT did not graduate, so RL does not start ({run_dir / 'graduation.json'}): "
+                                   f"{report.summary()}")
         held_out("sft")
     if cfg.rl.steps:
         timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger))

@@ -1,4 +1,10 @@
-"""Supervised fine-tuning on demonstration trajectories: loss on sampled-position (action) tokens only."""
+"""Supervised fine-tuning on trajectories: loss on action tokens only (what the policy writes), the
+same token layout and masks as RL.
+
+An optimizer step covers `grad_accum` micro-batches of `batch_size` trajectories; the loss is the
+token mean over the whole step (each micro-batch's sum divided by the step's token count), so the
+gradient does not depend on how the step is split.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +19,37 @@ from agentic_rl.trainer.forward import make_batch, token_logprobs
 from agentic_rl.types import Trajectory
 
 
-def sft_step(model, optimizer, trajectories: Sequence[Trajectory], pad_id: int, precision: str) -> dict[str, float]:
+def sft_step(model, optimizer, micro_batches: Sequence[Sequence[Trajectory]], pad_id: int, precision: str
+             ) -> dict[str, float]:
     """One optimizer step of token-mean negative log-likelihood over the action tokens."""
     model.train()
-    batch = make_batch(trajectories, pad_id)
-    with autocast(precision):
-        logp, _ = token_logprobs(model, batch)
-    mask = batch.loss_mask
-    loss = -(logp * mask).sum() / mask.sum().clamp(min=1)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    batches = [make_batch(mb, pad_id) for mb in micro_batches]
+    tokens = sum(float(b.loss_mask.sum()) for b in batches)
+    total = 0.0
+    for batch in batches:
+        with autocast(precision):
+            logp, _ = token_logprobs(model, batch)
+        loss = -(logp * batch.loss_mask).sum() / max(tokens, 1.0)
+        loss.backward()
+        total += float(loss.detach())
+    grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
     optimizer.step()
     model.eval()
-    return {"loss": float(loss.detach()), "grad_norm": float(grad_norm), "trained_tokens": float(mask.sum())}
+    return {"loss": total, "grad_norm": float(grad_norm), "trained_tokens": tokens}
+
+
+@torch.no_grad()
+def sft_loss(model, trajectories: Sequence[Trajectory], pad_id: int, precision: str, batch_size: int = 8) -> float:
+    """Token-mean NLL of the action tokens (the held-out loss)."""
+    nll, tokens = 0.0, 0.0
+    for k in range(0, len(trajectories), batch_size):
+        batch = make_batch(trajectories[k : k + batch_size], pad_id)
+        with autocast(precision):
+            logp, _ = token_logprobs(model, batch)
+        nll -= float((logp * batch.loss_mask).sum())
+        tokens += float(batch.loss_mask.sum())
+    return nll / max(tokens, 1.0)
 
 
 def sft_train(
@@ -39,16 +62,20 @@ def sft_train(
     precision: str,
     seed: int,
     on_step: Callable[[int, dict], None],
+    grad_accum: int = 1,
 ) -> None:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     order = list(range(len(trajectories)))
     rng = random.Random(seed)
     step = 0
+    per_step = batch_size * grad_accum
     for _ in range(epochs):
         rng.shuffle(order)
-        for k in range(0, len(order), batch_size):
+        for k in range(0, len(order), per_step):
+            chunk = [trajectories[i] for i in order[k : k + per_step]]
+            micro = [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
             t0 = time.perf_counter()
-            metrics = sft_step(model, optimizer, [trajectories[i] for i in order[k : k + batch_size]], pad_id, precision)
+            metrics = sft_step(model, optimizer, micro, pad_id, precision)
             step += 1
             metrics["time_step_s"] = time.perf_counter() - t0
             on_step(step, metrics)

@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.data.curriculum import make_sampler
+from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
@@ -29,25 +30,44 @@ from agentic_rl.trainer.credit import (
 )
 from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.rl import CriticTargets, rl_update
-from agentic_rl.trainer.sft import sft_train
+from agentic_rl.trainer.sft import sft_loss, sft_train
 
 
-def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
+def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
+    """The SFT data: a file (`sft.data`) or the env's demonstrations, capped at `sft.examples`."""
+    s = cfg.sft
+    if s.data:
+        env = spec.make_env(cfg.env.options)
+        data = load_sft_file(s.data, env.format, tokenizer, env.tool_schemas, s.min_reward)
+        return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
-        raise ValueError(f"env {spec.name!r} has no demonstrations: set sft.examples: 0")
-    tasks = spec.tasks("train", cfg.sft.examples, cfg.sft.seed)
-    demos = [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
-    total = cfg.sft.epochs * -(-len(demos) // cfg.sft.batch_size)
+        raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
+    return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in spec.tasks("train", s.examples, s.seed)]
+
+
+def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> list[float]:
+    """Trains, logs every step (and the held-out loss), returns the training losses."""
+    s = cfg.sft
+    data = sft_trajectories(spec, cfg, tokenizer)
+    cut = int(len(data) * s.heldout)
+    held, train_data = data[:cut], data[cut:]
+    total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))
     bar = tqdm(total=total, desc="sft", disable=not cfg.log.progress)
+    losses: list[float] = []
 
     def on_step(step: int, metrics: dict) -> None:
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+        losses.append(metrics["loss"])
         logger.log({"step": step, "stage": "sft", **metrics, "time_train_s": metrics["time_step_s"]})
 
-    sft_train(model, demos, cfg.sft.lr, cfg.sft.batch_size, cfg.sft.epochs, tokenizer.pad_token_id,
-              cfg.model.precision, cfg.sft.seed, on_step)
+    sft_train(model, train_data, s.lr, s.batch_size, s.epochs, tokenizer.pad_token_id, cfg.model.precision, s.seed,
+              on_step, s.grad_accum)
     bar.close()
+    if held:
+        logger.log({"step": len(losses), "stage": "sft_eval", "heldout_loss": sft_loss(
+            model, held, tokenizer.pad_token_id, cfg.model.precision), "heldout_examples": len(held)})
+    return losses
 
 
 def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:

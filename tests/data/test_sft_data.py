@@ -1,0 +1,67 @@
+"""SFT data files: OpenAI-style conversations and our trajectory records become trajectories with
+the rollout's masks (assistant actions only), and bad lines are reported with their number."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentic_rl.data.sft_data import load_sft_file
+from agentic_rl.envs.formats import HERMES
+from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.tools import calculator, function_schema
+
+TOOLS = [function_schema(calculator)]
+CONVERSATION = [
+    {"role": "system", "content": "Use the calculator."},
+    {"role": "user", "content": "What is 6 * 7?"},
+    {"role": "assistant", "content": "Let me compute.", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6 * 7"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    {"role": "assistant", "content": "<answer>42</answer>"},
+    {"role": "user", "content": "And doubled?"},
+    {"role": "assistant", "content": "<answer>84</answer>"},
+]
+
+
+def test_multi_turn_conversation_masks_exactly_the_assistant_text(tmp_path, tokenizer):
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"messages": CONVERSATION, "tools": TOOLS}) + "\n")
+    [traj] = load_sft_file(path, HERMES, tokenizer)
+    ids, mask = traj.token_ids(), traj.loss_mask()
+    # the whole sequence is the chat template's render of the conversation
+    rendered = tokenizer.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
+    assert tokenizer.decode(ids) + "\n" == rendered
+    trained = tokenizer.decode([t for t, m in zip(ids, mask) if m])
+    call = '\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n</tool_call>'
+    assert trained == "Let me compute." + call + "<answer>42</answer><|im_end|><answer>84</answer><|im_end|>"
+    untrained = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+    assert "And doubled?" in untrained and "<tool_response>\n42\n</tool_response>" in untrained
+    assert [t.observation for t in traj.turns] == ["42", "", ""]
+
+
+def test_trajectory_records_round_trip_and_rejection_sampling(tmp_path, tokenizer):
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"messages": CONVERSATION[:5], "tools": TOOLS}) + "\n")
+    [traj] = load_sft_file(chat, HERMES, tokenizer)
+    import dataclasses
+
+    records = tmp_path / "rl.jsonl"
+    write_trajectories(records, [traj, dataclasses.replace(traj, reward=0.1)], tokenizer)
+    kept = load_sft_file(records, HERMES, tokenizer, min_reward=1.0)
+    assert len(kept) == 1 and kept[0].token_ids() == traj.token_ids() and kept[0].loss_mask() == traj.loss_mask()
+    assert len(load_sft_file(records, HERMES, tokenizer, min_reward=0.0)) == 2
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("not json", r"bad.jsonl:2: "),
+    ('{"messages": [{"role": "robot", "content": "x"}]}', r"bad.jsonl:2: message 0: unknown role 'robot'"),
+    ('{"messages": [{"role": "user", "content": "q"}]}', r"bad.jsonl:2: the conversation has no assistant"),
+    ('{"text": "x"}', r"bad.jsonl:2: expected 'messages'"),
+])
+def test_bad_lines_name_their_number(tmp_path, tokenizer, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"messages": CONVERSATION[:5]}) + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        load_sft_file(path, HERMES, tokenizer)
