@@ -1,17 +1,26 @@
-"""Checkpoints: a Hugging Face directory (model + tokenizer), written atomically (temp dir + rename)."""
+"""Checkpoints: a Hugging Face directory (model + tokenizer), written atomically (temp dir + rename).
+
+A LoRA policy is saved merged (a copy of it with the adapter folded into the weights), so every
+checkpoint loads the same way in `train`, `eval` and any Hugging Face tool.
+"""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from agentic_rl.models.lora import is_lora
 
 
 def save_checkpoint(model, tokenizer, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
+        if is_lora(model):
+            model = copy.deepcopy(model).merge_and_unload()
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if path.exists():

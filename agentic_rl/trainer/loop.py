@@ -13,7 +13,7 @@ import yaml
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_model
-from agentic_rl.models.lora import apply_lora
+from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.config import Config, to_dict
@@ -81,6 +81,9 @@ def train(cfg: Config) -> dict:
                 raise NotGraduated(f"SFT did not graduate, so RL does not start ({run_dir / 'graduation.json'}): "
                                    f"{report.summary()}")
         held_out("sft")
+    if cfg.rl.steps and is_lora(model):  # the KL reference (adapters off) becomes the SFT model
+        model = start_rl_adapter(model, cfg.model.lora_rank, cfg.model.lora_alpha)
+        engine = HFEngine(model, tokenizer, cfg.model.precision)
     if cfg.rl.steps:
         timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger))
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "rl")
