@@ -65,3 +65,29 @@ def test_bad_lines_name_their_number(tmp_path, tokenizer, line, message):
     path.write_text(json.dumps({"messages": CONVERSATION[:5]}) + "\n" + line + "\n")
     with pytest.raises(ValueError, match=message):
         load_sft_file(path, HERMES, tokenizer)
+
+
+def test_teacher_demonstrations_keep_what_the_verifier_accepts(tokenizer):
+    """The teacher answers every task either right (its demonstration) or wrong; only the right
+    episodes survive, with the tokens the teacher produced."""
+    from agentic_rl.data.sft_data import teacher_demonstrations
+    from agentic_rl.engines.base import SamplingParams
+    from agentic_rl.engines.scripted import ScriptedEngine
+    from agentic_rl.envs.registry import get_env
+    from agentic_rl.rollout.demos import demonstrate
+    from agentic_rl.rollout.loop import Budget
+
+    spec = get_env("calculator")
+    tasks = spec.tasks("train", 3, 0)
+    fmt = spec.make_env({}).format
+    demos = [[fmt.render_assistant_body(m) for m in demonstrate(spec, {}, t, tokenizer)[0] if m["role"] == "assistant"]
+             for t in tasks]
+
+    def script(row, turn):  # rows 0, 2, 4 solve their task (samples=2 per task), rows 1, 3, 5 answer -1
+        actions = demos[row // 2] if row % 2 == 0 else ["<answer>-1</answer>"]
+        return actions[min(turn, len(actions) - 1)] + (tokenizer.eos_token if turn >= len(actions) - 1 else "")
+
+    kept = teacher_demonstrations(ScriptedEngine(tokenizer, script), tokenizer, spec, {}, tasks, 2,
+                                  SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 1024))
+    assert len(kept) == 3 and all(t.reward == 1.0 for t in kept)
+    assert [t.task.id for t in kept] == [t.id for t in tasks]
