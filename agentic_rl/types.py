@@ -122,6 +122,7 @@ class Batch:
     advantages: Any
     old_logprobs: Any
     ref_logprobs: Any | None = None
+    segment_ids: Any | None = None  # packed rows: (B, T) conversation index per token (-1 on padding)
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])

@@ -51,6 +51,7 @@ class SFTConfig:
     min_reward: float = 1.0  # trajectory records: keep episodes scoring at least this (rejection sampling)
     batch_size: int = 8  # trajectories per micro-batch
     grad_accum: int = 1  # micro-batches per optimizer step
+    pack: int = 0  # > 0: pack whole conversations into rows of at most this many tokens (batch_size counts rows)
     lr: float = 5e-5
     epochs: int = 1
     heldout: float = 0.0  # fraction of the data kept out of training for a held-out loss

@@ -57,6 +57,42 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
     return batch
 
 
+def make_packed_batch(rows: Sequence[Sequence[Trajectory]], pad_id: int) -> Batch:
+    """Each row holds several whole trajectories back to back (SFT packing). Attention stays inside
+    each trajectory and positions restart at its start, so each is computed as if it were alone."""
+    seqs = [[(t.token_ids(), t.loss_mask()) for t in row] for row in rows]
+    width = max(sum(len(ids) for ids, _ in row) for row in seqs)
+    B = len(rows)
+    input_ids = torch.full((B, width), pad_id, dtype=torch.long)
+    loss_mask = torch.zeros(B, width)
+    segments = torch.full((B, width), -1, dtype=torch.long)
+    for i, row in enumerate(seqs):
+        at = 0
+        for k, (ids, mask) in enumerate(row):
+            input_ids[i, at : at + len(ids)] = torch.tensor(ids)
+            loss_mask[i, at : at + len(ids)] = torch.tensor(mask, dtype=torch.float)
+            segments[i, at : at + len(ids)] = k
+            at += len(ids)
+    attention = (segments >= 0).long()
+    zeros = torch.zeros(B, width)
+    return Batch((), input_ids, attention, loss_mask, zeros, zeros.clone(), segment_ids=segments)
+
+
+def pack(trajectories: Sequence[Trajectory], max_tokens: int) -> list[list[Trajectory]]:
+    """First-fit-decreasing bins of whole trajectories, each bin at most `max_tokens` long (a longer
+    trajectory gets a bin of its own)."""
+    bins: list[tuple[int, list[Trajectory]]] = []
+    for t in sorted(trajectories, key=lambda t: -len(t.token_ids())):
+        n = len(t.token_ids())
+        for j, (used, members) in enumerate(bins):
+            if used + n <= max_tokens:
+                bins[j] = (used + n, [*members, t])
+                break
+        else:
+            bins.append((n, [t]))
+    return [members for _, members in bins]
+
+
 def batch_layout(rows: Sequence[torch.Tensor], batch: Batch) -> torch.Tensor:
     """Per-trajectory tensors aligned with `token_ids()` -> the batch's (B, T) layout (prefix cut,
     right-padded with 0)."""
@@ -119,6 +155,25 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
         body = decoder(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=True)
         last = first.last_hidden_state[:, -1:].expand(B, 1, -1)
         return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
-    body = decoder(input_ids=ids, attention_mask=attn)
-    # token 0 of a row has no prediction; it is prompt, never trained
+    if batch.segment_ids is not None:
+        mask, positions = _packed_attention(batch.segment_ids)
+        body = decoder(input_ids=ids, attention_mask=mask, position_ids=positions)
+    else:
+        body = decoder(input_ids=ids, attention_mask=attn)
+    # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
     return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
+
+
+def _packed_attention(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 1, T, T) additive mask: causal within a segment, nothing across (padding attends only to
+    itself); and positions restarting at each segment's first token."""
+    T = segments.shape[1]
+    same = segments[:, :, None] == segments[:, None, :]
+    allowed = same & torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    starts = torch.ones_like(segments, dtype=torch.bool)
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    index = torch.arange(T).expand_as(segments)
+    first = torch.cummax(torch.where(starts, index, torch.zeros_like(index)), dim=1).values
+    return mask[:, None], index - first
+

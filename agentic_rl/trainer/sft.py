@@ -15,16 +15,17 @@ from collections.abc import Callable, Sequence
 import torch
 
 from agentic_rl.engines.precision import autocast
-from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.trainer.forward import make_batch, make_packed_batch, pack, token_logprobs
 from agentic_rl.types import Trajectory
 
 
-def sft_step(model, optimizer, micro_batches: Sequence[Sequence[Trajectory]], pad_id: int, precision: str
-             ) -> dict[str, float]:
-    """One optimizer step of token-mean negative log-likelihood over the action tokens."""
+def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, precision: str) -> dict[str, float]:
+    """One optimizer step of token-mean negative log-likelihood over the action tokens. A micro-batch
+    holds trajectories, or packed rows (lists of trajectories sharing a row)."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    batches = [make_batch(mb, pad_id) for mb in micro_batches]
+    batches = [make_packed_batch(mb, pad_id) if isinstance(mb[0], list) else make_batch(mb, pad_id)
+               for mb in micro_batches]
     tokens = sum(float(b.loss_mask.sum()) for b in batches)
     total = 0.0
     for batch in batches:
@@ -63,8 +64,13 @@ def sft_train(
     seed: int,
     on_step: Callable[[int, dict], None],
     grad_accum: int = 1,
+    pack_tokens: int = 0,
 ) -> None:
+    """`pack_tokens` > 0: whole trajectories are packed into rows of at most that many tokens, and
+    `batch_size` counts rows."""
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    if pack_tokens:
+        trajectories = pack(trajectories, pack_tokens)
     order = list(range(len(trajectories)))
     rng = random.Random(seed)
     step = 0

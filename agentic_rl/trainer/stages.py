@@ -62,7 +62,7 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger)
         logger.log({"step": step, "stage": "sft", **metrics, "time_train_s": metrics["time_step_s"]})
 
     sft_train(model, train_data, s.lr, s.batch_size, s.epochs, tokenizer.pad_token_id, cfg.model.precision, s.seed,
-              on_step, s.grad_accum)
+              on_step, s.grad_accum, s.pack)
     bar.close()
     if held:
         logger.log({"step": len(losses), "stage": "sft_eval", "heldout_loss": sft_loss(

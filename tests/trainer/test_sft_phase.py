@@ -43,3 +43,28 @@ def test_require_graduation_stops_before_rl(tmp_path):
     report = json.loads((tmp_path / "graduation.json").read_text())
     assert report["graduated"] is False and report["formatted"] is False  # a random tiny model never formats
     assert '"stage": "rl"' not in (tmp_path / "metrics.jsonl").read_text()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, make_group, precision):
+    """Each trajectory's logprobs in a packed row equal its logprobs alone: no token of one
+    conversation sees another (block-diagonal attention, positions restarting per conversation)."""
+    from agentic_rl.engines.precision import autocast
+    from agentic_rl.trainer.forward import make_batch, make_packed_batch, pack, token_logprobs
+
+    trajs = list(make_group(0, [1.0, 0.0, 1.0], torch.Generator().manual_seed(3)).trajectories)
+    trajs.append(make_group(1, [1.0], torch.Generator().manual_seed(4)).trajectories[0])
+    rows = pack(trajs, max_tokens=60)  # each is 29 tokens: two per row
+    assert [len(r) for r in rows] == [2, 2]
+    with torch.no_grad(), autocast(precision):
+        packed, _ = token_logprobs(tiny, make_packed_batch(rows, tokenizer.pad_token_id))
+        for i, row in enumerate(rows):
+            at = 0
+            for t in row:
+                single = make_batch([t], tokenizer.pad_token_id)
+                alone, _ = token_logprobs(tiny, single)
+                n = len(t.token_ids())
+                got = packed[i, at : at + n][torch.tensor(t.loss_mask(), dtype=torch.bool)]
+                want = alone[0][single.loss_mask[0].bool()]  # the trained tokens, in order
+                torch.testing.assert_close(got, want, atol=2e-2 if precision == "bf16" else 1e-5, rtol=0)
+                at += n
