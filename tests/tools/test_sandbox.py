@@ -165,3 +165,15 @@ def test_back_to_back_runs_leave_nothing_behind():
     that user failed. 40 runs under an 8-process limit must all work."""
     config = SandboxConfig(max_procs=8)
     assert all(run_python("print(1)", config).stdout == "1\n" for _ in range(40))
+
+
+def test_repeated_timeouts_leave_nothing_behind():
+    """Regression: killing bwrap before its child orphaned the child (a zombie where init does not
+    reap); 32 timeouts later the sandbox user could not fork. The program is now killed first."""
+    config = SandboxConfig(timeout_s=0.2, max_procs=8)
+    results = [run_python("while True: pass", config) for _ in range(12)]
+    assert all(r.timed_out for r in results)
+    with PythonSession(config) as s:
+        assert all(s.run("while True: pass").timed_out for _ in range(12))
+        assert s.run("print('alive')").stdout == "alive\n"
+    assert run_python("print(1)", config).stdout == "1\n"

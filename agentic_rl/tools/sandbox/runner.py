@@ -155,11 +155,31 @@ def execute(argv: list[str], config: SandboxConfig, stdin: bytes | None = None) 
 
 
 def kill_group(proc: subprocess.Popen) -> None:
+    """Kill the sandboxed program first, so that bwrap reaps it and exits, then anything left.
+
+    Killing bwrap first would orphan the program; an orphan is reparented to the host's init, and
+    where that init does not reap (containers), each kill leaves a zombie that counts against the
+    sandbox user's process limit until forks fail."""
+    for child in _children(proc.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+        proc.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def signal_name(code: int) -> str | None:
