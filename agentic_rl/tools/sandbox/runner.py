@@ -4,8 +4,8 @@ What the sandboxed program gets: its own user, PID, IPC, UTS, cgroup and network
 network at all: only its own loopback), a read-only view of /usr (the interpreter and its standard
 library) and nothing else of the host's filesystem, a private size-capped tmpfs at /tmp as its
 working directory, an empty environment, and rlimits on CPU time, address space, file size, process
-count and core dumps. bwrap is started as an unprivileged user (uid 65534 when the host runs as root),
-so even a sandbox escape lands in an account that owns nothing. A wall-clock timeout kills the whole
+count and core dumps. bwrap is started as an unprivileged user (a fresh uid of its own, from 200000 up,
+when the host runs as root), so even a sandbox escape lands in an account that owns nothing. A wall-clock timeout kills the whole
 sandbox; stdout and stderr are drained continuously and kept up to a character budget.
 
 Without bwrap, `SandboxUnavailable` says how to install it; `allow_unsandboxed=True` runs the code in
@@ -14,6 +14,7 @@ a plain subprocess with the same rlimits and a loud warning (no network or files
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -27,7 +28,8 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-NOBODY = 65534
+UID_BASE, UID_SPAN = 200_000, 1_000_000  # sandbox uids: unused by any account, one per sandbox
+_uids = itertools.count()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -92,8 +94,17 @@ def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
              "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
              "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--as-pid-1", "--"]
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if os.geteuid() == 0 else []
-    return drop + argv + inner
+    if os.geteuid() != 0:
+        return argv + inner
+    uid = sandbox_uid()
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv, *inner]
+
+
+def sandbox_uid() -> int:
+    """A uid of its own for every sandbox started as root: the process limit (RLIMIT_NPROC counts the
+    processes of a uid) then bounds each sandbox alone, and concurrent sandboxes (32 episodes of a
+    rollout) neither share a budget nor can signal each other."""
+    return UID_BASE + (os.getpid() * 7919 + next(_uids)) % UID_SPAN
 
 
 def with_limits(argv: list[str], config: SandboxConfig) -> tuple[list[str], object]:
@@ -128,9 +139,24 @@ def _world_reachable(path: str) -> bool:
 
 
 def _limit_values(config: SandboxConfig) -> dict[int, int]:
+    # Not root: the sandbox runs as the caller, whose own processes count too, so the limit is
+    # relative to what the caller already runs.
+    procs = config.max_procs if os.geteuid() == 0 else config.max_procs + _processes_of_caller()
     return {resource.RLIMIT_CPU: config.cpu_s or int(config.timeout_s) + 1,
             resource.RLIMIT_AS: config.memory_mb << 20, resource.RLIMIT_FSIZE: config.file_size_mb << 20,
-            resource.RLIMIT_NPROC: config.max_procs, resource.RLIMIT_CORE: 0}
+            resource.RLIMIT_NPROC: procs, resource.RLIMIT_CORE: 0}
+
+
+def _processes_of_caller() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return count
 
 
 def execute(argv: list[str], config: SandboxConfig, stdin: bytes | None = None) -> ExecResult:
