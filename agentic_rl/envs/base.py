@@ -29,7 +29,9 @@ class StepResult:
 
 class Env(Protocol):
     """One instance per episode. An env holding resources (a sandbox worker, a connection) also
-    defines `close()`, which the rollout calls when the episode ends; it must be idempotent."""
+    defines `close()`, which the rollout calls when the episode ends; it must be idempotent. An env
+    doing I/O may define `async def astep(action)` instead of `step`: the rollout awaits it on a
+    shared background event loop."""
 
     format: ToolFormat
     tool_schemas: Sequence[Mapping[str, Any]]

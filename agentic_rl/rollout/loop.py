@@ -8,6 +8,9 @@ training sequence is the sampled sequence (DESIGN.md §5).
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -106,10 +109,24 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
 
 
 def _step(env: Env, action: str) -> StepResult:
+    """`env.step`, or an async env's `astep` awaited on the shared background event loop (so envs doing
+    network or database I/O can be written with asyncio clients). A step that raises truncates its
+    episode with the error recorded."""
     try:
+        if hasattr(env, "astep"):
+            return asyncio.run_coroutine_threadsafe(env.astep(action), _event_loop()).result()
         return env.step(action)
     except Exception as e:
         return StepResult(truncated=True, info={"error": f"env.step raised {type(e).__name__}: {e}"})
+
+
+@functools.cache
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """One event loop on a daemon thread for every async env of the process: their clients (HTTP
+    sessions, connection pools) live across episodes on the loop they were made on."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="agentic-rl-env-loop", daemon=True).start()
+    return loop
 
 
 def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget) -> list[int] | None:

@@ -65,3 +65,39 @@ def test_bad_calls_become_error_observations():
         assert r.tool_errors == 1, label
         assert r.observation[0]["content"].startswith("Error"), label
         assert time.perf_counter() - start < 2.0, label  # the hanging tool is abandoned at its timeout
+
+
+def test_an_async_env_steps_through_the_rollout(tokenizer):
+    """An env written with asyncio (`astep`) runs in the real rollout loop; its awaits happen on the
+    shared background loop, and a raising astep truncates only its own episode."""
+    import asyncio
+
+    from agentic_rl.engines.base import SamplingParams
+    from agentic_rl.engines.scripted import ScriptedEngine
+    from agentic_rl.envs.base import StepResult
+    from agentic_rl.envs.formats import HERMES
+    from agentic_rl.rollout.loop import Budget, rollout
+    from agentic_rl.types import Task
+
+    class AsyncEcho:
+        format, tool_schemas = HERMES, []
+
+        def reset(self, task):
+            self.task = task
+            return [{"role": "user", "content": task.prompt}]
+
+        async def astep(self, action):
+            await asyncio.sleep(0.01)  # the I/O a real env would await
+            if self.task.id == "boom":
+                raise RuntimeError("backend down")
+            if "<tool_call>" in action:
+                return StepResult(observation=({"role": "tool", "content": "pong"},))
+            return StepResult(terminated=True)
+
+    call = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
+    engine = ScriptedEngine(tokenizer, lambda row, turn: call if turn == 0 else "done" + tokenizer.eos_token)
+    groups, _ = rollout(engine, tokenizer, AsyncEcho, [Task("ok", "ping?"), Task("boom", "ping?")], 1,
+                        SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(4, 64, 256))
+    ok, boom = groups[0].trajectories[0], groups[1].trajectories[0]
+    assert ok.terminated and [t.observation for t in ok.turns] == ["pong", ""]
+    assert boom.truncated and "backend down" in boom.error
