@@ -59,12 +59,21 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=164)
     ap.add_argument("--candidates", choices=("mutants", "policy"), default="mutants")
     ap.add_argument("--samples", type=int, default=4, help="policy samples per problem")
+    ap.add_argument("--cache", help="JSON file of policy samples: read if it exists, else written (sampling "
+                                    "is the slow part; the verification arms are what is timed)")
     args = ap.parse_args()
     n, tasks = args.problems, humaneval_tasks()[: args.problems]
     if args.candidates == "mutants":
         extra = [mutants(t.answer) for t in tasks]
     else:
-        extra = [[("policy", c) for c in cs] for cs in policy_samples(tasks, args.samples)]
+        cache = Path(args.cache) if args.cache else None
+        if cache and cache.exists():
+            samples = json.loads(cache.read_text())
+        else:
+            samples = policy_samples(tasks, args.samples)
+            if cache:
+                cache.write_text(json.dumps(samples))
+        extra = [[("policy", c) for c in cs] for cs in samples]
     candidates = [(t, kind, c) for t, more in zip(tasks, extra) for kind, c in [("canonical", t.answer), *more]]
     kinds = Counter(k.split(" ")[0] for _, k, _ in candidates)
 
