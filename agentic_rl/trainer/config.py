@@ -101,6 +101,9 @@ class RLConfig:
     gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)
     lam: float = 1.0  # GAE lambda
     max_grad_norm: float = 1.0
+    variance_keep: float = 1.0  # StarPO-S: train on this fraction of groups, those with the most reward spread
+    collapse_window: int = 3  # steps per rolling window of the echo-trap monitor
+    collapse_actions: list[str] = field(default_factory=list)  # remediations on a collapse warning (empty: warn only)
     seed: int = 2
 
 
@@ -260,8 +263,14 @@ def _check_names(rl: RLConfig) -> None:
 
     load_plugins()
 
+    from agentic_rl.monitor.collapse import REMEDIES
     from agentic_rl.rewards.process import PROCESS_REWARDS
 
+    unknown = [a for a in rl.collapse_actions if a not in REMEDIES]
+    if unknown:
+        raise ConfigError(f"rl.collapse_actions: unknown remediation {unknown[0]!r}; known: {', '.join(REMEDIES.names())}")
+    if not 0 < rl.variance_keep <= 1:
+        raise ConfigError("rl.variance_keep must be in (0, 1]")
     if rl.process_reward and rl.process_reward not in PROCESS_REWARDS:
         raise ConfigError(f"rl.process_reward: unknown process reward {rl.process_reward!r}; "
                           f"known: {', '.join(PROCESS_REWARDS.names())}")

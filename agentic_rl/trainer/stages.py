@@ -13,6 +13,7 @@ from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
+from agentic_rl.monitor.collapse import CollapseMonitor, Remedies, keep_top_spread
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
@@ -82,6 +83,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
+    monitor, remedies = CollapseMonitor(window=rl.collapse_window), Remedies(rl, optimizer, model)
 
     def collect(n: int, seed: int):
         groups, stats = rollout(engine, tokenizer, make_env, sampler.sample(n), rl.group_size, params, budget, seed=seed)
@@ -94,6 +96,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     for step in bar:
         t0 = time.perf_counter()
         groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
+        groups = keep_top_spread(groups, rl.variance_keep)
         metrics = rollout_metrics(sampled)
         advantages = []
         if rl.train_observations:  # the masking ablation; metrics and files keep the real turns
@@ -116,9 +119,22 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                   "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
                   "groups_sampled": len(sampled), "groups_kept": len(groups)}
         logger.log(record)
+        _watch(monitor, remedies, record, rl, logger)
         bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
     if critic is not None:
         critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def _watch(monitor: CollapseMonitor, remedies: Remedies, record: dict, rl, logger: MetricsLogger) -> None:
+    """The echo-trap monitor after each step: a warning and its remediations become events; a quiet
+    step is the new healthy point a rollback returns to."""
+    warning = monitor.update(record)
+    if warning is None:
+        if "rollback" in rl.collapse_actions:
+            remedies.mark_healthy()
+        return
+    for event in [warning, *remedies.apply(rl.collapse_actions)]:
+        logger.log({"step": record["step"], "stage": "event", **event})
 
 
 def _collect(collect, rl, seed: int):
