@@ -119,6 +119,8 @@ class EvalConfig:
 @dataclass
 class LogConfig:
     tensorboard: bool = True
+    mlflow: str = ""  # a tracking URI (http://...) or a local directory (MLflow file store); "" = off
+    wandb: str = ""  # a W&B project name; "" = off (WANDB_MODE=offline keeps it local)
     trajectories_per_step: int = 8  # written to trajectories/*.jsonl
     progress: bool = True
 

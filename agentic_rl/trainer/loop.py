@@ -49,7 +49,7 @@ def train(cfg: Config) -> dict:
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model, tokenizer, spec = prepare(cfg)
     engine = HFEngine(model, tokenizer, cfg.model.precision)
-    logger = MetricsLogger(run_dir, cfg.log.tensorboard)
+    logger = MetricsLogger(run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
     results: dict = {"timing_s": {}}
 
     def timed(name: str, fn):
