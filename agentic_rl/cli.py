@@ -29,6 +29,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("file")
     s.add_argument("--timeout", type=float, default=5.0, help="wall-clock seconds (default 5)")
     s.add_argument("--memory-mb", type=int, default=512, help="address-space limit (default 512)")
+    r = sub.add_parser("report", help="write RUN_DIR/report.html: curves and the token-level trajectory viewer")
+    r.add_argument("run_dir")
+    v = sub.add_parser("view", help="write the report and serve it on localhost")
+    v.add_argument("run_dir")
+    v.add_argument("--port", type=int, default=8765)
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -42,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check_env(args)
     if args.command == "sandbox":
         return _sandbox(args)
+    if args.command in ("report", "view"):
+        return _report(args)
     from agentic_rl.trainer.config import ConfigError, load_config
 
     try:
@@ -83,6 +90,28 @@ def _eval(cfg, args) -> int:
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(_summary({"eval": result}), indent=2))
     print(f"wrote {out}")
+    return 0
+
+
+def _report(args) -> int:
+    from agentic_rl.monitor.report import write_report
+
+    if not (Path(args.run_dir) / "metrics.jsonl").exists():
+        print(f"agentic-rl: error: {args.run_dir} is not a run folder (no metrics.jsonl)", file=sys.stderr)
+        return 2
+    path = write_report(args.run_dir)
+    print(f"wrote {path}")
+    if args.command == "view":
+        import functools
+        import http.server
+
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.parent))
+        with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
+            print(f"serving http://127.0.0.1:{args.port}/report.html (Ctrl-C to stop)")
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
     return 0
 
 

@@ -9,11 +9,13 @@ from pathlib import Path
 from agentic_rl.types import Trajectory
 
 
-def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | None = None) -> dict:
+def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | None = None,
+                      step: int | None = None) -> dict:
     """`advantages`: per token, aligned with `token_ids()` (0 off sampled tokens)."""
     mask = t.loss_mask()
     sampled = [a for a, m in zip(advantages, mask) if m] if advantages is not None else []
     return {
+        "step": step,
         "task_id": t.task.id,
         "prompt": t.task.prompt,
         "answer": t.task.answer,
@@ -46,11 +48,12 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
 
 
 def write_trajectories(
-    path: Path, trajectories: Sequence[Trajectory], tokenizer, advantages: Sequence | None = None
+    path: Path, trajectories: Sequence[Trajectory], tokenizer, advantages: Sequence | None = None,
+    step: int | None = None,
 ) -> None:
     """Append one line per trajectory; `advantages[i]` is trajectory i's per-token advantage."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         for i, t in enumerate(trajectories):
             adv = None if advantages is None else [float(a) for a in advantages[i]]
-            f.write(json.dumps(trajectory_record(t, tokenizer, adv)) + "\n")
+            f.write(json.dumps(trajectory_record(t, tokenizer, adv, step)) + "\n")

@@ -15,6 +15,7 @@ from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
 from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.config import Config, to_dict
 from agentic_rl.trainer.evaluate import evaluate
@@ -90,4 +91,5 @@ def train(cfg: Config) -> dict:
         held_out("rl")
     logger.close()
     (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+    write_report(run_dir, tokenizer)
     return results

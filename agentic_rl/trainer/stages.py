@@ -113,7 +113,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         version = engine.sync_weights()
         trajs = [t for g in groups for t in g.trajectories]
         k = cfg.log.trajectories_per_step
-        write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k])
+        write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k], step)
         record = {"step": step, "stage": "rl", **metrics, **sampler.metrics(), "weight_version": version,
                   "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
                   "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),

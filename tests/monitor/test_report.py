@@ -1,0 +1,77 @@
+"""The run report: one self-contained HTML file, rendered by headless Chromium with curves and a
+token-level trajectory in which masked and sampled tokens look different."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.scripted import ScriptedEngine
+from agentic_rl.envs.registry import get_env
+from agentic_rl.monitor.report import write_report
+from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rollout.demos import demonstrate
+from agentic_rl.rollout.loop import Budget, rollout
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def run_dir(tmp_path, tokenizer):
+    """A run folder: metrics (SFT, RL, an event) and two real calculator episodes, one with positive
+    and one with negative advantages on its sampled tokens."""
+    rows = [{"step": 1, "stage": "sft", "loss": 1.0}, {"step": 2, "stage": "sft", "loss": 0.5}]
+    rows += [{"step": s, "stage": "rl", "reward_mean": 0.2 * s, "entropy": 1 / s, "accuracy": 0.1 * s} for s in (1, 2, 3)]
+    rows.append({"step": 2, "stage": "event", "event": "remediation", "action": "entropy_bonus"})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = get_env("calculator")
+    tasks = spec.tasks("train", 2, 0)
+    fmt = spec.make_env({}).format
+    acts = [[fmt.render_assistant_body(m) for m in demonstrate(spec, {}, t, tokenizer)[0] if m["role"] == "assistant"]
+            for t in tasks]
+    script = lambda r, k: acts[r][k] + (tokenizer.eos_token if k == len(acts[r]) - 1 else "")  # noqa: E731
+    groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, lambda: spec.make_env({}), tasks, 1,
+                        SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 1024))
+    trajs = [g.trajectories[0] for g in groups]
+    adv = [torch.tensor(t.loss_mask(), dtype=torch.float) * sign for t, sign in zip(trajs, (2.0, -2.0))]
+    write_trajectories(tmp_path / "trajectories" / "rl.jsonl", trajs, tokenizer, adv, step=1)
+    return tmp_path
+
+
+def test_the_report_is_one_self_contained_file(run_dir, tokenizer):
+    page = write_report(run_dir, tokenizer).read_text()
+    assert "<svg" in page and "entropy_bonus" in page  # curves, with the event marked
+    assert "src=\"http" not in page and "href=\"http" not in page  # nothing fetched from anywhere
+    data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    first = data[0]["tokens"]
+    assert {t[1] for t in first} == {0, 1} and any(t[4] for t in first)  # masked, sampled and tool tokens
+    assert all(t[3] == 2.0 for t in first if t[1]) and all(t[3] == -2.0 for t in data[1]["tokens"] if t[1])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_chromium_renders_masked_and_sampled_tokens_differently(run_dir, tokenizer, tmp_path_factory):
+    from PIL import Image
+
+    page = write_report(run_dir, tokenizer)
+    profile = tmp_path_factory.mktemp("chromium")
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=60).stdout
+    assert dom.count('class="tok obs') > 100 and dom.count('class="tok act') > 20  # the script ran
+    shot = run_dir / "shot.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,3000",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=60, check=True)
+    pixels = Image.open(shot).convert("RGB").getdata()
+
+    def count(rgb, tol=8):
+        return sum(all(abs(p[i] - rgb[i]) <= tol for i in range(3)) for p in pixels)
+    # |advantage| 2 draws alpha 0.75 over white: green (40,170,40) -> (94,191,94), red (220,40,40) -> (229,94,94)
+    assert count((241, 241, 241)) > 1000  # masked tokens' grey background
+    assert count((94, 191, 94)) > 200 and count((229, 94, 94)) > 200  # sampled tokens, by advantage sign
+    assert count((39, 99, 196), tol=30) > 50  # the curves
