@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 
 from agentic_rl.types import TrajectoryGroup
@@ -15,6 +16,37 @@ def reward_components(trajs) -> dict[str, float]:
     return {f"reward/{k}": statistics.fmean(t.reward_details[k] for t in trajs if k in t.reward_details) for k in keys}
 
 
+def capabilities(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """The six capability dimensions of seed 002, from what the episodes did.
+
+    format compliance (answer tag, calls well formed); tool-call accuracy (calls that parsed and ran);
+    multi-step success (solved, among episodes that made two or more calls); self-correction (solved,
+    among episodes that hit a tool error); exploration (distinct first actions per group, over the
+    group size); efficiency (generated tokens and turns per solved episode)."""
+    trajs = [t for g in groups for t in g.trajectories]
+    solved = [t for t in trajs if t.reward_details.get("correct", 0.0) > 0]
+    calls = sum(t.num_tool_calls for t in trajs)
+    multi = [t for t in trajs if t.num_tool_calls >= 2]
+    erred = [t for t in trajs if t.num_tool_errors > 0]
+    rate = lambda xs: statistics.fmean(t.reward_details.get("correct", 0.0) for t in xs) if xs else 0.0  # noqa: E731
+    return {
+        "cap/format_compliance": statistics.fmean(t.reward_details.get("format", 0.0) for t in trajs),
+        "cap/tool_call_accuracy": 1.0 - sum(t.num_tool_errors for t in trajs) / calls if calls else 0.0,
+        "cap/multi_step_success": rate(multi),
+        "cap/self_correction": rate(erred),
+        "cap/exploration": statistics.fmean(
+            len({t.turns[0].action_text if t.turns else "" for t in g.trajectories}) / len(g.trajectories) for g in groups),
+        "cap/tokens_per_solved": sum(t.num_generated for t in trajs) / len(solved) if solved else 0.0,
+        "cap/turns_per_solved": sum(len(t.turns) for t in trajs) / len(solved) if solved else 0.0,
+    }
+
+
+def tool_counts(trajs) -> dict[str, float]:
+    """`tools/<name>`: calls per episode of each tool."""
+    counts = Counter(c.name for t in trajs for turn in t.turns for c in turn.tool_calls)
+    return {f"tools/{name}": n / len(trajs) for name, n in sorted(counts.items())}
+
+
 def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
@@ -22,7 +54,7 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
-    return {**reward_components(trajs),
+    return {**reward_components(trajs), **capabilities(groups), **tool_counts(trajs),
         "reward_mean": statistics.fmean(rewards),
         "reward_std": statistics.pstdev(rewards),
         "accuracy": statistics.fmean(t.reward_details.get("correct", 0.0) for t in trajs),

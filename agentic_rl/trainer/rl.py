@@ -90,6 +90,8 @@ def rl_update(
         "entropy": sums["entropy"] / n,
         "kl": sums["kl"] / n,
         "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
+        "clip_frac_low": sums["clip_low"] / n,
+        "clip_frac_high": sums["clip_high"] / n,
         "grad_norm": sum(grad_norms) / steps,
         "optimizer_steps": len(grad_norms),
         "groups_trained": len(keep),

@@ -1,0 +1,33 @@
+"""The six capability dimensions on hand-built episodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rl.monitor.metrics import capabilities, tool_counts
+from agentic_rl.types import Task, ToolCall, Trajectory, TrajectoryGroup, Turn
+
+CALC = ToolCall("calculator", {"expression": "1+1"})
+
+
+def _ep(first: str, calls: int, errors: int, correct: float, tokens: int = 10) -> Trajectory:
+    turns = tuple(Turn((1,), (2,) * (tokens // (calls + 1)), (0.0,) * (tokens // (calls + 1)),
+                       first if i == 0 else "x", "stop", tool_calls=(CALC,), tool_errors=int(i < errors))
+                  for i in range(calls)) + (Turn((1,), (2,), (0.0,), "<answer>2</answer>", "eos"),)
+    return Trajectory(Task("t", "q"), turns, reward=correct, reward_details={"correct": correct, "format": 1.0})
+
+
+def test_capabilities():
+    group = TrajectoryGroup(Task("t", "q"), (
+        _ep("a", calls=2, errors=1, correct=1.0),  # two calls, one failed, solved: multi-step and self-correcting
+        _ep("a", calls=2, errors=0, correct=0.0),  # two clean calls, wrong
+        _ep("b", calls=1, errors=1, correct=0.0),  # one failed call, never recovered
+        _ep("c", calls=0, errors=0, correct=1.0),  # answered directly
+    ))
+    cap = capabilities([group])
+    assert cap["cap/tool_call_accuracy"] == pytest.approx(1 - 2 / 5)  # 5 calls, 2 failed
+    assert cap["cap/multi_step_success"] == 0.5  # of the two episodes with >= 2 calls, one solved
+    assert cap["cap/self_correction"] == 0.5  # of the two episodes with an error, one solved
+    assert cap["cap/exploration"] == 0.75  # first actions a, a, b, c: 3 distinct of 4
+    assert cap["cap/turns_per_solved"] == (3 + 3 + 2 + 1) / 2
+    assert tool_counts(list(group.trajectories)) == {"tools/calculator": 5 / 4}
