@@ -31,7 +31,7 @@ from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
-_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "value_loss", "value_sq_err",
+_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
          "value_clip")
 
 
@@ -97,6 +97,10 @@ def rl_update(
         "groups_trained": len(keep),
         "trained_tokens": sums["tokens"],
         "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
+        "ratio_mean": sums["ratio"] / n,
+        "ratio_max": sums["ratio_max"],
+        **{f"entropy_turn{k[len('tokens_turn'):]}": sums["entropy_turn" + k[len("tokens_turn"):]] / v
+           for k, v in sums.items() if k.startswith("tokens_turn") and v},
         "time_train_s": time.perf_counter() - start,
     }
     if critic is not None:
@@ -126,6 +130,7 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
             mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
         loss = _group_loss(model, batch, mask, norm, cfg, ref_model, critic, target, on_policy, sums)
+        _turn_sums(group, batch, mask, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -133,6 +138,18 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
+
+
+def _turn_sums(group, batch, mask, sums: dict) -> None:
+    """Entropy summed per turn index (the first action, the second, ...): collapse often starts in
+    one turn of the episode before the mean shows it."""
+    turns = batch_layout([torch.tensor([k for k, turn in enumerate(t.turns)
+                                        for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
+                          for t in group.trajectories], batch)
+    for k in range(int(turns.max()) + 1 if turns.numel() else 0):
+        sel = mask * (turns == k)
+        sums[f"entropy_turn{k}"] = sums.get(f"entropy_turn{k}", 0.0) + float((sums["entropy_BT"] * sel).sum())
+        sums[f"tokens_turn{k}"] = sums.get(f"tokens_turn{k}", 0.0) + float(sel.sum())
 
 
 def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic, target, on_policy: bool,
@@ -167,6 +184,11 @@ def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic,
         sums["value_sq_err"] += float(v.metrics["value_sq_err_sum"])
         sums["value_clip"] += float(v.metrics["value_clip_tokens"])
     sums["entropy"] += float((out.entropy.detach() * mask).sum())
+    sums["entropy_BT"] = out.entropy.detach()  # read by _turn_sums for the per-turn entropy
+    ratio = torch.exp((logp.detach() - old) * mask)
+    sums["ratio"] += float((ratio * mask).sum())
+    if mask.any():
+        sums["ratio_max"] = max(sums["ratio_max"], float(ratio[mask.bool()].max()))
     sums["clip_low"] += float(pg.metrics["clip_low_tokens"])
     sums["clip_high"] += float(pg.metrics["clip_high_tokens"])
     sums["tokens"] += float(mask.sum())

@@ -31,3 +31,22 @@ def test_capabilities():
     assert cap["cap/exploration"] == 0.75  # first actions a, a, b, c: 3 distinct of 4
     assert cap["cap/turns_per_solved"] == (3 + 3 + 2 + 1) / 2
     assert tool_counts(list(group.trajectories)) == {"tools/calculator": 5 / 4}
+
+
+def test_per_turn_entropy_averages_to_the_mean_entropy(tiny, tokenizer, make_group):
+    """Invariant: the token-weighted mean of the per-turn entropies is the step's mean entropy; the
+    on-policy ratio is 1."""
+    import torch
+
+    from agentic_rl.trainer.config import load_config
+    from agentic_rl.trainer.credit import compute_credit
+    from agentic_rl.trainer.rl import rl_update
+
+    cfg = load_config("recipes/tiny.yaml")
+    groups = [make_group(0, [1.0, 0.0], torch.Generator().manual_seed(0))]
+    opt = torch.optim.SGD(tiny.parameters(), lr=0.0)
+    m = rl_update(tiny, opt, groups, compute_credit(groups, cfg.rl).advantages, cfg, tokenizer.pad_token_id)
+    turn_tokens = [6 * 2, 4 * 2]  # make_group: 6 sampled tokens in turn 0, 4 in turn 1, two samples
+    weighted = sum(m[f"entropy_turn{k}"] * n for k, n in enumerate(turn_tokens)) / sum(turn_tokens)
+    assert weighted == pytest.approx(m["entropy"], rel=1e-5)
+    assert m["ratio_mean"] == pytest.approx(1.0) and m["ratio_max"] == pytest.approx(1.0)
