@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_TOP_K = 3
-DEFAULT_MAX_CHARS = 600  # any three knowledge-base passages fit whole (the three longest: 567 characters)
+DEFAULT_MAX_CHARS = 1000  # three knowledge-base passages (~250 characters each) fit whole
 
 
 @dataclass(frozen=True)
