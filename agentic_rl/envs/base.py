@@ -41,6 +41,13 @@ class Env(Protocol):
     def step(self, action: str) -> StepResult: ...
 
 
+def close_env(env) -> None:
+    """Release what an episode's env holds (`close()` is optional and idempotent)."""
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()
+
+
 # Tool calls run on a shared pool so a hanging tool costs a thread, never the episode. A Python
 # thread cannot be killed: tools that may hang for good belong in the sandbox (a process).
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="agentic-rl-tool")

@@ -17,7 +17,7 @@ from typing import Any
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
-from agentic_rl.envs.base import StepResult
+from agentic_rl.envs.base import StepResult, close_env
 from agentic_rl.envs.registry import EnvSpec, get_env
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
@@ -82,7 +82,7 @@ def _episodes(spec: EnvSpec, options: Mapping[str, Any]) -> Check:
         a, b = first.reset(task), second.reset(task)
         assert a == b, "two resets on the same task gave different messages"
         assert a[-1]["role"] == "user", "reset must end with the user's turn"
-        _close(first), _close(second)
+        close_env(first), close_env(second)
         return "fresh instance per episode; reset deterministic"
     return _guard("one env per episode", run)
 
@@ -124,7 +124,7 @@ def _bad_actions(spec: EnvSpec, options, task: Task) -> Check:
             try:
                 result = env.step(text)
             finally:
-                _close(env)
+                close_env(env)
             assert isinstance(result, StepResult), f"step returned {type(result).__name__}"
             assert math.isfinite(result.reward), f"non-finite reward for {text[:40]!r}"
             assert all(isinstance(m["content"], str) for m in result.observation), "observation content not text"
@@ -172,7 +172,7 @@ def _a_call(spec: EnvSpec, options, task: Task) -> str:
     try:
         demo = spec.demonstration(task, env) if spec.demonstration is not None else []
     finally:
-        _close(env)
+        close_env(env)
     for m in demo:
         if m["role"] == "assistant" and fmt.parse(fmt.render_assistant_body(m)).attempted:
             return fmt.render_assistant_body(m)
@@ -194,7 +194,7 @@ def _play(spec: EnvSpec, options, tokenizer, tasks, script, budget: Budget = _EP
         groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, make, tasks, 1, params, budget)
     finally:
         for env in envs:
-            _close(env)
+            close_env(env)
     groups = score_groups(spec.make_reward(options), groups)
     return [g.trajectories[0] for g in groups]
 
@@ -204,9 +204,3 @@ def _assert_mask(traj: Trajectory) -> None:
     sampled = [t for turn in traj.turns for t in turn.action_ids]
     assert [t for t, m in zip(ids, mask) if m] == sampled, "loss mask is not exactly the sampled tokens"
     assert traj.error is None, f"episode error: {traj.error}"
-
-
-def _close(env) -> None:
-    close = getattr(env, "close", None)
-    if close is not None:
-        close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from agentic_rl.envs.base import Env
+from agentic_rl.envs.base import Env, close_env
 from agentic_rl.types import Task, Trajectory, Turn
 
 
@@ -17,9 +17,7 @@ def demonstrate(spec, options: Mapping, task: Task, tokenizer) -> tuple[list[dic
         demo = spec.demonstration(task, env)
         return demo, demonstration_trajectory(task, env, demo, tokenizer)
     finally:
-        close = getattr(env, "close", None)
-        if close is not None:
-            close()
+        close_env(env)
 
 
 def demonstration_trajectory(task: Task, env: Env, demo: Sequence[Mapping], tokenizer) -> Trajectory:

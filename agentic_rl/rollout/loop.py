@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentic_rl.engines.base import Engine, SamplingParams
-from agentic_rl.envs.base import Env, StepResult
+from agentic_rl.envs.base import Env, StepResult, close_env
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 
@@ -148,12 +148,10 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
 
 def _close(ep: _Episode) -> None:
     """Free what the episode's env holds (a sandbox worker, a connection) as soon as it ends."""
-    close = getattr(ep.env, "close", None)
-    if close is not None:
-        try:
-            close()
-        except Exception as e:  # a failing cleanup is recorded, the trajectory is still good
-            ep.error = ep.error or f"env.close raised {type(e).__name__}: {e}"
+    try:
+        close_env(ep.env)
+    except Exception as e:  # a failing cleanup is recorded, the trajectory is still good
+        ep.error = ep.error or f"env.close raised {type(e).__name__}: {e}"
 
 
 def _finish(ep: _Episode) -> Trajectory:
