@@ -129,8 +129,7 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
         mask = batch.loss_mask
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
             mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
-        loss = _group_loss(model, batch, mask, norm, cfg, ref_model, critic, target, on_policy, sums)
-        _turn_sums(group, batch, mask, sums)
+        loss = _group_loss(model, group, batch, mask, norm, cfg, ref_model, critic, target, on_policy, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -140,7 +139,7 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     return grad_norm
 
 
-def _turn_sums(group, batch, mask, sums: dict) -> None:
+def _turn_sums(group, batch, mask, entropy_BT: torch.Tensor, sums: dict) -> None:
     """Entropy summed per turn index (the first action, the second, ...): collapse often starts in
     one turn of the episode before the mean shows it."""
     turns = batch_layout([torch.tensor([k for k, turn in enumerate(t.turns)
@@ -148,11 +147,11 @@ def _turn_sums(group, batch, mask, sums: dict) -> None:
                           for t in group.trajectories], batch)
     for k in range(int(turns.max()) + 1 if turns.numel() else 0):
         sel = mask * (turns == k)
-        sums[f"entropy_turn{k}"] = sums.get(f"entropy_turn{k}", 0.0) + float((sums["entropy_BT"] * sel).sum())
+        sums[f"entropy_turn{k}"] = sums.get(f"entropy_turn{k}", 0.0) + float((entropy_BT * sel).sum())
         sums[f"tokens_turn{k}"] = sums.get(f"tokens_turn{k}", 0.0) + float(sel.sum())
 
 
-def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic, target, on_policy: bool,
+def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, critic, target, on_policy: bool,
                 sums: dict) -> torch.Tensor:
     """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss."""
     rl = cfg.rl
@@ -184,7 +183,7 @@ def _group_loss(model, batch, mask, norm: float, cfg: Config, ref_model, critic,
         sums["value_sq_err"] += float(v.metrics["value_sq_err_sum"])
         sums["value_clip"] += float(v.metrics["value_clip_tokens"])
     sums["entropy"] += float((out.entropy.detach() * mask).sum())
-    sums["entropy_BT"] = out.entropy.detach()  # read by _turn_sums for the per-turn entropy
+    _turn_sums(group, batch, mask, out.entropy.detach(), sums)
     ratio = torch.exp((logp.detach() - old) * mask)
     sums["ratio"] += float((ratio * mask).sum())
     if mask.any():
