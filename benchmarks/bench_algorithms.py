@@ -31,6 +31,9 @@ ALGORITHMS: dict[str, list[str]] = {
     "dapo": ["rl.clip_high=0.28", "rl.overlong_buffer=64", "rl.task_sampler=pass_rate"],
     "cispo": ["rl.policy_loss=cispo", "rl.clip_high=4.0"],
     "ppo_gae": ["rl.advantage=gae", "rl.critic=value_head", "rl.minibatches=2"],
+    # GRPO plus rule-based per-turn rewards (tool error, repeated call, empty result): issue 5's
+    # process-reward comparison, against the plain "grpo" row from the same start
+    "grpo_step_signals": ["rl.process_reward=step_signals"],
 }
 
 
