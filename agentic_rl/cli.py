@@ -15,6 +15,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("config", help="recipe YAML, e.g. recipes/calculator.yaml")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe field, e.g. --set rl.steps=10 (repeatable)")
+    t.add_argument("--resume", nargs="?", const="auto", metavar="auto|PATH",
+                   help="continue a stopped run: its latest state (auto, the default) or a state directory "
+                        "(runs/NAME/checkpoints/state/...); without it the run starts afresh")
     f = sub.add_parser("sft", help="SFT alone: train on demonstrations or a data file, write the graduation report")
     f.add_argument("config")
     f.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -61,13 +64,18 @@ def main(argv: list[str] | None = None) -> int:
             return _eval(cfg, args)
         from agentic_rl.trainer.loop import train
 
+        from agentic_rl.trainer.stages import TrainingDiverged
+
         if args.command == "sft":  # the SFT phase alone: checkpoint, held-out eval, graduation report
             cfg.rl.steps, cfg.eval.baselines, cfg.sft.graduation = 0, False, True
-        results = train(cfg)
+        results = train(cfg, getattr(args, "resume", None))
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"agentic-rl: error: {msg}", file=sys.stderr)
         return 2
+    except TrainingDiverged as e:
+        print(f"agentic-rl: stopped: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(_summary(results), indent=2))
     print(f"run folder: {cfg.run_dir}")
     return 0

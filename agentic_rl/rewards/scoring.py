@@ -1,24 +1,31 @@
-"""Attach outcome rewards to trajectories. A reward function that raises scores its episode 0 and
-records the error; it never takes the batch down."""
+"""Attach outcome rewards to trajectories. A reward function that raises, hangs past the step timeout
+or returns garbage (not a Score, a non-finite value) scores its episode 0 and records the error; it
+never takes the batch down."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Sequence
 
+from agentic_rl.faults import deadline
 from agentic_rl.rewards.base import RewardFn, Score
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
 
-def score_trajectory(reward_fn: RewardFn, t: Trajectory, score: Score | None = None) -> Trajectory:
+def score_trajectory(reward_fn: RewardFn, t: Trajectory, score: Score | None = None,
+                     timeout_s: float = 0.0) -> Trajectory:
     """`score`: already computed (by a group reward); otherwise `reward_fn(task, t)`."""
     if t.error and not t.turns:
         return dataclasses.replace(t, reward=0.0, reward_details={"correct": 0.0})
-    if score is None:
-        try:
-            score = reward_fn(t.task, t)
-        except Exception as e:
-            return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}")
+    try:
+        if score is None:
+            with deadline(timeout_s, "reward"):
+                score = reward_fn(t.task, t)
+        _check_score(score)
+    except Exception as e:  # noqa: BLE001 - a broken verifier costs this episode's reward only
+        return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}")
     details = dict(score.details)
     if score.error:  # an undecided score stays in the data with its reason, flagged for the metrics
         details["reward_error"] = 1.0
@@ -27,7 +34,14 @@ def score_trajectory(reward_fn: RewardFn, t: Trajectory, score: Score | None = N
     return dataclasses.replace(t, reward=float(score.value), reward_details=details)
 
 
-def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+def _check_score(score) -> None:
+    if not isinstance(score, Score):
+        raise TypeError(f"expected a Score, got {score!r:.200}")
+    if isinstance(score.value, bool) or not isinstance(score.value, numbers.Real) or not math.isfinite(score.value):
+        raise TypeError(f"score value must be a finite number, got {score.value!r:.200}")
+
+
+def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup], timeout_s: float = 0.0) -> list[TrajectoryGroup]:
     """Per trajectory, or per group when the reward has `score_group` (self-consistency needs the
     whole group); a group reward that raises falls back to scoring each trajectory alone."""
     out = []
@@ -35,8 +49,11 @@ def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup]) -> list
         scores = [None] * len(g.trajectories)
         if hasattr(reward_fn, "score_group"):
             try:
-                scores = reward_fn.score_group(g)
+                with deadline(timeout_s * len(g.trajectories), "group reward"):
+                    scores = list(reward_fn.score_group(g))
+                if len(scores) != len(g.trajectories):
+                    raise ValueError("score_group returned the wrong number of scores")
             except Exception:  # noqa: BLE001 - each trajectory is then scored (and its error kept) alone
                 scores = [None] * len(g.trajectories)
-        out.append(TrajectoryGroup(g.task, tuple(score_trajectory(reward_fn, t, s) for t, s in zip(g.trajectories, scores))))
+        out.append(TrajectoryGroup(g.task, tuple(score_trajectory(reward_fn, t, s, timeout_s) for t, s in zip(g.trajectories, scores))))
     return out

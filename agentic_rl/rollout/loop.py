@@ -9,14 +9,18 @@ training sequence is the sampled sequence (DESIGN.md §5).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
+import math
+import numbers
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, StepResult, close_env
+from agentic_rl.faults import Timeout, deadline
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 
@@ -25,6 +29,7 @@ class Budget:
     max_turns: int = 4
     max_new_tokens: int = 128  # per turn
     max_episode_tokens: int = 512  # generated tokens per episode, all turns
+    step_timeout_s: float = 60.0  # an env step running longer ends its episode with the error; 0 = no limit
 
 
 @dataclass
@@ -67,7 +72,7 @@ def rollout(
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
         ep = episodes[i]
-        result = _step(ep.env, sample.text)
+        result = _step(ep.env, sample.text, budget.step_timeout_s)
         obs_ids = _observe(ep, sample, result, tokenizer, budget)
         ep.turns.append(
             Turn(
@@ -108,16 +113,39 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
     return ep
 
 
-def _step(env: Env, action: str) -> StepResult:
+def _step(env: Env, action: str, timeout_s: float = 0.0) -> StepResult:
     """`env.step`, or an async env's `astep` awaited on the shared background event loop (so envs doing
-    network or database I/O can be written with asyncio clients). A step that raises truncates its
-    episode with the error recorded."""
+    network or database I/O can be written with asyncio clients). A step that raises, hangs past
+    `timeout_s` or returns something other than a StepResult truncates its episode with the error
+    recorded; the other episodes of the batch go on."""
     try:
         if hasattr(env, "astep"):
-            return asyncio.run_coroutine_threadsafe(env.astep(action), _event_loop()).result()
-        return env.step(action)
-    except Exception as e:
+            future = asyncio.run_coroutine_threadsafe(env.astep(action), _event_loop())
+            try:
+                result = future.result(timeout=timeout_s or None)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                raise Timeout(f"env.astep exceeded {timeout_s:g}s") from None
+        else:
+            with deadline(timeout_s, "env.step"):
+                result = env.step(action)
+        _check_result(result)
+        return result
+    except Exception as e:  # noqa: BLE001 - whatever the env does wrong costs its episode only
         return StepResult(truncated=True, info={"error": f"env.step raised {type(e).__name__}: {e}"})
+
+
+def _check_result(result) -> None:
+    """The loop reads these fields; garbage in them is the env's error, caught here, not a crash later."""
+    if not isinstance(result, StepResult):
+        raise TypeError(f"expected a StepResult, got {type(result).__name__}")
+    if not isinstance(result.observation, (list, tuple)) or not all(
+            isinstance(m, Mapping) and isinstance(m.get("content"), str) for m in result.observation):
+        raise TypeError(f"observation must be a sequence of messages with string content, got {result.observation!r:.200}")
+    if not isinstance(result.info, Mapping):
+        raise TypeError(f"info must be a mapping, got {type(result.info).__name__}")
+    if isinstance(result.reward, bool) or not isinstance(result.reward, numbers.Real) or not math.isfinite(result.reward):
+        raise TypeError(f"reward must be a finite number, got {result.reward!r:.200}")
 
 
 @functools.cache

@@ -42,6 +42,7 @@ class RolloutConfig:
     max_turns: int = 4
     max_new_tokens: int = 96  # per turn
     max_episode_tokens: int = 256  # generated tokens per episode
+    step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
 
 
 @dataclass
@@ -101,6 +102,7 @@ class RLConfig:
     gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)
     lam: float = 1.0  # GAE lambda
     max_grad_norm: float = 1.0
+    max_bad_steps: int = 3  # consecutive steps with a non-finite loss or gradient (each skipped) before the run stops
     variance_keep: float = 1.0  # StarPO-S: train on this fraction of groups, those with the most reward spread
     collapse_window: int = 3  # steps per rolling window of the echo-trap monitor
     collapse_actions: list[str] = field(default_factory=list)  # remediations on a collapse warning (empty: warn only)
@@ -126,6 +128,16 @@ class LogConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """Resumable state checkpoints (`trainer/state.py`), besides the model checkpoints of each stage."""
+
+    every: int = 1  # RL steps between state checkpoints (and one after baselines, SFT and the last step)
+    keep_last: int = 2  # newest states kept; 0 keeps all
+    best_metric: str = ""  # also keep the state with the best value of this RL metric (e.g. reward_mean)
+    best_mode: str = "max"  # max | min
+
+
+@dataclass
 class Config:
     name: str = "run"
     output_dir: str = ""  # default: runs/<name>
@@ -137,6 +149,7 @@ class Config:
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     @property
     def run_dir(self) -> Path:
@@ -145,7 +158,8 @@ class Config:
 
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
-             "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1}
+             "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
@@ -247,6 +261,10 @@ def _check(cfg: Config) -> None:
         # observation tokens have no sampler logprob: only the on-policy ratio (current / detached
         # current) and a loss-mode KL are defined on them
         raise ConfigError("rl.train_observations needs rl.epochs: 1, rl.minibatches: 1 and rl.kl_mode: loss")
+    if cfg.checkpoint.best_mode not in ("max", "min"):
+        raise ConfigError("checkpoint.best_mode must be max or min")
+    if cfg.rollout.step_timeout_s < 0:
+        raise ConfigError("rollout.step_timeout_s must be >= 0 (0 = no limit)")
     if cfg.rl.kl_coef < 0 or cfg.rl.entropy_coef < 0:
         raise ConfigError("rl.kl_coef and rl.entropy_coef must be >= 0")
     for key in ("rl.lr", "sft.lr"):

@@ -1,4 +1,8 @@
-"""`train(cfg)`: the whole run, top to bottom — baselines, SFT, RL, held-out evaluation."""
+"""`train(cfg)`: the whole run, top to bottom — baselines, SFT, RL, held-out evaluation.
+
+Each stage ends in a state checkpoint (and RL every `checkpoint.every` steps), so `train(cfg,
+resume="auto")` after a kill skips what is done and continues from the last state exactly.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from agentic_rl.trainer.config import Config, to_dict
 from agentic_rl.trainer.evaluate import evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.stages import run_rl, run_sft
+from agentic_rl.trainer.state import Progress, StateStore, restore_rng
 
 
 def seed_everything(seed: int) -> None:
@@ -44,14 +49,23 @@ class NotGraduated(ValueError):
     """`sft.require_graduation` and the graduation report said not ready."""
 
 
-def train(cfg: Config) -> dict:
+def train(cfg: Config, resume: str | None = None) -> dict:
+    """`resume`: "auto" (the latest state of this run, if any) or a state directory."""
     run_dir = cfg.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
+    store = StateStore(run_dir, cfg.checkpoint)
+    saved = store.open(resume)
+    progress = saved.progress if saved else Progress()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model, tokenizer, spec = prepare(cfg)
+    if progress.rl_adapter:
+        model = _rl_shape(model, cfg)
+    if saved is not None:
+        _restore(model, saved)
     engine = HFEngine(model, tokenizer, cfg.model.precision)
+    engine.version = progress.engine_version
     logger = MetricsLogger(run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
-    results: dict = {"timing_s": {}}
+    logger.global_step = progress.logger_step
+    results = progress.results
 
     def timed(name: str, fn):
         t0 = time.perf_counter()
@@ -64,32 +78,57 @@ def train(cfg: Config) -> dict:
         accuracies = {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in results[name].items()}
         logger.log({"step": 0, "stage": "eval", "model": name, **accuracies})
 
-    if cfg.eval.baselines:
+    def stage_done(stage: str, weights: bool) -> None:
+        progress.stages.append(stage)
+        progress.logger_step, progress.engine_version = logger.global_step, engine.version
+        store.save(stage, progress, model if weights else None, config=cfg)
+
+    if cfg.eval.baselines and "baselines" not in progress.stages:
         held_out("base_zero_shot")
         held_out("base_few_shot", fewshot=True)
-    if cfg.sft.examples or cfg.sft.data:
+        stage_done("baselines", weights=False)
+    if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
         losses = timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
         engine.sync_weights()
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
         if cfg.sft.graduation or cfg.sft.require_graduation:
-            report = timed("graduation", lambda: graduation_report(engine, tokenizer, spec, cfg, losses))
-            results["graduation"] = report.to_dict()
-            (run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
-            print(report.summary())
-            if cfg.sft.require_graduation and not report.graduated:
-                logger.close()
-                (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
-                raise NotGraduated(f"SFT did not graduate, so RL does not start ({run_dir / 'graduation.json'}): "
-                                   f"{report.summary()}")
+            _graduate(engine, tokenizer, spec, cfg, losses, results, logger, timed)
         held_out("sft")
-    if cfg.rl.steps and is_lora(model):  # the KL reference (adapters off) becomes the SFT model
-        model = start_rl_adapter(model, cfg.model.lora_rank, cfg.model.lora_alpha)
-        engine = HFEngine(model, tokenizer, cfg.model.precision)
+        stage_done("sft", weights=True)
+    if cfg.rl.steps and "rl" not in progress.stages:
+        if not progress.rl_adapter and is_lora(model):  # the KL reference (adapters off) becomes the SFT model
+            model, progress.rl_adapter = _rl_shape(model, cfg), True
+            engine = HFEngine(model, tokenizer, cfg.model.precision)
+        timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger, store, progress, saved))
+        progress.stages.append("rl")
     if cfg.rl.steps:
-        timed("rl", lambda: run_rl(model, tokenizer, engine, spec, cfg, logger))
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "rl")
         held_out("rl")
     logger.close()
     (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
     write_report(run_dir, tokenizer)
     return results
+
+
+def _rl_shape(model, cfg: Config):
+    return start_rl_adapter(model, cfg.model.lora_rank, cfg.model.lora_alpha)
+
+
+def _restore(model, saved) -> None:
+    """The saved weights (when the state has any) and the RNG streams as they were at the save."""
+    weights = saved.load("model")
+    if weights is not None:
+        model.load_state_dict(weights)
+    restore_rng(saved.load("extras")["rng"])
+
+
+def _graduate(engine, tokenizer, spec, cfg: Config, losses, results: dict, logger, timed) -> None:
+    report = timed("graduation", lambda: graduation_report(engine, tokenizer, spec, cfg, losses))
+    results["graduation"] = report.to_dict()
+    (cfg.run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
+    print(report.summary())
+    if cfg.sft.require_graduation and not report.graduated:
+        logger.close()
+        (cfg.run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+        raise NotGraduated(f"SFT did not graduate, so RL does not start ({cfg.run_dir / 'graduation.json'}): "
+                           f"{report.summary()}")

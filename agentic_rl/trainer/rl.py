@@ -13,6 +13,7 @@ same backward pass on the same sampled tokens (`rl.vf_coef` x clipped value loss
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
-_SUMS = ("loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
+_SUMS = ("nonfinite_minibatches", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
          "value_clip")
 
 
@@ -93,7 +94,8 @@ def rl_update(
         "clip_frac_low": sums["clip_low"] / n,
         "clip_frac_high": sums["clip_high"] / n,
         "grad_norm": sum(grad_norms) / steps,
-        "optimizer_steps": len(grad_norms),
+        "optimizer_steps": len(grad_norms) - int(sums["nonfinite_minibatches"]),
+        "nonfinite_minibatches": int(sums["nonfinite_minibatches"]),
         "groups_trained": len(keep),
         "trained_tokens": sums["tokens"],
         "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
@@ -134,7 +136,10 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
         sums["loss"] += float(loss.detach())
     params = [p for g in optimizer.param_groups for p in g["params"]]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm))
-    optimizer.step()
+    if math.isfinite(grad_norm):  # a non-finite loss gives a non-finite norm too
+        optimizer.step()
+    else:  # skipped: the weights and the optimizer's moments stay as they were
+        sums["nonfinite_minibatches"] += 1
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
 

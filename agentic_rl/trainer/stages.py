@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
+from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
@@ -30,6 +33,7 @@ from agentic_rl.trainer.credit import (
     outcome_rewards,
 )
 from agentic_rl.trainer.critic import make_critic
+from agentic_rl.trainer.state import Progress, SavedState, StateStore
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_train
 
@@ -71,58 +75,146 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger)
     return losses
 
 
-def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
-    rl, ro = cfg.rl, cfg.rollout
-    make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
-    reward_fn = spec.make_reward(cfg.env.options)
-    params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
-    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
+@dataclass
+class RLParts:
+    """What the RL loop carries from step to step, and so what a state checkpoint must hold."""
+
+    sampler: object
+    critic: object
+    optimizer: torch.optim.Optimizer
+    ref_model: object
+    monitor: CollapseMonitor
+    remedies: Remedies
+
+
+def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
+    rl = cfg.rl
     sampler = make_sampler(rl.task_sampler, spec.tasks("train", rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed),
                            seed=rl.seed)
     critic = make_critic(rl.critic, model, tokenizer, rl.critic_model)
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
-    bar = tqdm(range(1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
-    monitor, remedies = CollapseMonitor(window=rl.collapse_window), Remedies(rl, optimizer, model)
+    return RLParts(sampler, critic, optimizer, ref_model, CollapseMonitor(window=rl.collapse_window),
+                   Remedies(rl, optimizer, model))
+
+
+def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
+           store: StateStore | None = None, progress: Progress | None = None, saved: SavedState | None = None) -> None:
+    """RL steps from `progress.rl_step + 1` (0 on a fresh run) to `rl.steps`, with a state checkpoint
+    every `checkpoint.every` steps and after the last."""
+    rl, ro = cfg.rl, cfg.rollout
+    progress = progress or Progress()
+    make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
+    reward_fn = spec.make_reward(cfg.env.options)
+    params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
+    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s)
+    parts = rl_parts(model, tokenizer, spec, cfg)
+    original = dataclasses.asdict(rl)  # remediations change rl in place; states keep what they changed
+    if saved is not None and progress.rl_step > 0:
+        _resume_rl(parts, saved, store, rl)
+    elif store is not None and parts.ref_model is not None:
+        store.save_reference(parts.ref_model)
+    bar = tqdm(range(progress.rl_step + 1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
 
     def collect(n: int, seed: int):
-        groups, stats = rollout(engine, tokenizer, make_env, sampler.sample(n), rl.group_size, params, budget, seed=seed)
-        groups = score_groups(reward_fn, groups)
+        groups, stats = rollout(engine, tokenizer, make_env, parts.sampler.sample(n), rl.group_size, params, budget,
+                                seed=seed)
+        groups = score_groups(reward_fn, groups, ro.step_timeout_s)
         if rl.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
             groups = apply_process_rewards(PROCESS_REWARDS.get(rl.process_reward), groups)
-        sampler.update(groups)
+        parts.sampler.update(groups)
         return groups, stats
 
     for step in bar:
-        t0 = time.perf_counter()
-        groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
-        groups = keep_top_spread(groups, rl.variance_keep)
-        metrics = rollout_metrics(sampled)
-        advantages = []
-        if rl.train_observations:  # the masking ablation; metrics and files keep the real turns
-            groups = [observations_as_actions(g) for g in groups]
-        if groups:  # dynamic sampling can come back empty-handed: nothing to train on this step
-            kl_rewards = (kl_token_rewards(ref_model or model, groups, cfg, tokenizer.pad_token_id)
-                          if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
-            values = critic_values(model, critic, groups, cfg, tokenizer.pad_token_id) if critic else None
-            credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
-            advantages = credit.advantages
-            targets = CriticTargets(critic, credit.returns, credit.values) if critic else None
-        metrics.update(rl_update(model, optimizer, groups, advantages, cfg, tokenizer.pad_token_id, ref_model,
-                                 targets if groups else None))
-        version = engine.sync_weights()
-        trajs = [t for g in groups for t in g.trajectories]
-        k = cfg.log.trajectories_per_step
-        write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k], step)
-        record = {"step": step, "stage": "rl", **metrics, **sampler.metrics(), "weight_version": version,
-                  "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
-                  "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
-                  "groups_sampled": len(sampled), "groups_kept": len(groups)}
-        logger.log(record)
-        _watch(monitor, remedies, record, rl, logger)
-        bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", acc=f"{metrics['accuracy']:.2f}")
-    if critic is not None:
-        critic.save(cfg.run_dir / "checkpoints" / "critic")
+        record = _rl_step(step, model, tokenizer, engine, parts, cfg, logger, collect)
+        _watch(parts.monitor, parts.remedies, record, rl, logger)
+        _count_bad_step(progress, record, rl, logger)
+        progress.rl_step = step
+        if store is not None and (step % cfg.checkpoint.every == 0 or step == rl.steps):
+            progress.remedied = {k: v for k, v in dataclasses.asdict(rl).items() if v != original[k]}
+            progress.logger_step, progress.engine_version = logger.global_step, engine.version
+            progress.metric = record.get(cfg.checkpoint.best_metric) if cfg.checkpoint.best_metric else None
+            store.save(f"rl-step{step}", progress, model, parts.optimizer, parts.critic, config=cfg, extras={
+                "sampler": parts.sampler.state_dict(), "monitor": dataclasses.asdict(parts.monitor),
+                "healthy": parts.remedies.healthy})
+        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", acc=f"{record['accuracy']:.2f}")
+    if parts.critic is not None:
+        parts.critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, logger: MetricsLogger, collect) -> dict:
+    """One RL step: roll out, score, credit, update, sync the sampler; returns (and logs) its record."""
+    rl = cfg.rl
+    t0 = time.perf_counter()
+    groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
+    groups = keep_top_spread(groups, rl.variance_keep)
+    metrics = rollout_metrics(sampled)
+    advantages = []
+    if sampled and all(t.error for g in sampled for t in g.trajectories):
+        example = next(t.error for g in sampled for t in g.trajectories)
+        warnings.warn(f"RL step {step}: every episode failed ({example}); no update this step", stacklevel=2)
+        logger.log({"step": step, "stage": "event", "event": "step_skipped", "reason": "every episode failed",
+                    "example_error": example})
+        groups = []
+    if rl.train_observations:  # the masking ablation; metrics and files keep the real turns
+        groups = [observations_as_actions(g) for g in groups]
+    targets = None
+    if groups:  # dynamic sampling can come back empty-handed: nothing to train on this step
+        kl_rewards = (kl_token_rewards(parts.ref_model or model, groups, cfg, tokenizer.pad_token_id)
+                      if rl.kl_coef > 0 and rl.kl_mode == "reward" else None)
+        values = (critic_values(model, parts.critic, groups, cfg, tokenizer.pad_token_id)
+                  if parts.critic else None)
+        credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
+        advantages = credit.advantages
+        targets = CriticTargets(parts.critic, credit.returns, credit.values) if parts.critic else None
+    metrics.update(rl_update(model, parts.optimizer, groups, advantages, cfg, tokenizer.pad_token_id,
+                             parts.ref_model, targets))
+    version = engine.sync_weights()
+    trajs = [t for g in groups for t in g.trajectories]
+    k = cfg.log.trajectories_per_step
+    write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k], step)
+    record = {"step": step, "stage": "rl", **metrics, **parts.sampler.metrics(), "weight_version": version,
+              "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
+              "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
+              "groups_sampled": len(sampled), "groups_kept": len(groups)}
+    logger.log(record)
+    return record
+
+
+class TrainingDiverged(RuntimeError):
+    """`rl.max_bad_steps` consecutive steps had a non-finite loss or gradient."""
+
+
+def _count_bad_step(progress: Progress, record: dict, rl, logger: MetricsLogger) -> None:
+    """A step whose update was skipped for a non-finite loss or gradient is an event; too many in a
+    row stop the run with the evidence (the weights are still the last finite ones)."""
+    if not record.get("nonfinite_minibatches"):
+        progress.bad_steps = 0
+        return
+    progress.bad_steps += 1
+    logger.log({"step": record["step"], "stage": "event", "event": "nonfinite_update_skipped",
+                "consecutive": progress.bad_steps, "loss": record.get("loss"), "grad_norm": record.get("grad_norm")})
+    if progress.bad_steps >= rl.max_bad_steps:
+        raise TrainingDiverged(f"{progress.bad_steps} consecutive RL steps had a non-finite loss or gradient "
+                               f"(last at step {record['step']}: loss={record.get('loss')}, "
+                               f"grad_norm={record.get('grad_norm')}); the run stops (rl.max_bad_steps). "
+                               "Try a lower rl.lr or model.precision: fp32.")
+
+
+def _resume_rl(parts: RLParts, saved: SavedState, store: StateStore, rl) -> None:
+    """Everything the loop carries, as it was at the saved step."""
+    extras = saved.load("extras")
+    parts.optimizer.load_state_dict(saved.load("optimizer"))
+    if parts.critic is not None:
+        parts.critic.load_state_dict(saved.load("critic"))
+    if parts.ref_model is not None:
+        parts.ref_model.load_state_dict(torch.load(store.reference_path, weights_only=True))
+    parts.sampler.load_state_dict(extras["sampler"])
+    for k, v in extras["monitor"].items():
+        setattr(parts.monitor, k, v)
+    parts.remedies.healthy = extras["healthy"]
+    for k, v in saved.progress.remedied.items():
+        setattr(rl, k, v)
 
 
 def _watch(monitor: CollapseMonitor, remedies: Remedies, record: dict, rl, logger: MetricsLogger) -> None:

@@ -1,0 +1,194 @@
+"""Resumable run state: everything a killed run needs to continue exactly where it stopped.
+
+A state checkpoint is a directory under `<run>/checkpoints/state/`, named by a sequence number and
+what it follows (`0003-rl-step2`), holding:
+
+- `progress.json`: which stages are done, the RL step, the results so far, the live values of the RL
+  knobs that remediations change, the sizes of `metrics.jsonl` and every trajectory file (a resume
+  cuts them back to these sizes, so no step is logged twice or lost), the logger's and the engine's
+  counters, and the metric value for best-by-metric retention;
+- `model.pt` (the policy's full state dict, LoRA adapters included; absent while the weights are still
+  the ones `prepare()` loads), `optimizer.pt`, `critic.pt`;
+- `extras.pt`: RNG states (Python, NumPy, torch), the task sampler, the collapse monitor and the last
+  healthy weights of the rollback remediation;
+- `config.yaml`: the resolved config of the run.
+
+Writes are atomic: the directory is assembled under a temporary name and renamed into place, so a
+crash mid-write leaves the previous state intact (and a `.tmp-*` directory the next start removes).
+Retention keeps the last `checkpoint.keep_last` states plus the best by `checkpoint.best_metric`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from agentic_rl.failpoints import failpoint
+from agentic_rl.trainer.config import CheckpointConfig, Config, to_dict
+
+
+@dataclass
+class Progress:
+    """The small, readable part of a state (progress.json)."""
+
+    seq: int = 0
+    stages: list[str] = field(default_factory=list)  # "baselines", "sft", "rl" once finished
+    rl_step: int = 0
+    rl_adapter: bool = False  # the weights are in RL's shape (LoRA: the SFT adapter merged, a fresh one on)
+    results: dict = field(default_factory=lambda: {"timing_s": {}})
+    remedied: dict = field(default_factory=dict)  # RL knobs a remediation changed, with their live values
+    files: dict[str, int] = field(default_factory=dict)  # run-dir-relative path -> size in bytes
+    logger_step: int = 0
+    engine_version: int = 0
+    bad_steps: int = 0  # consecutive RL steps skipped for a non-finite loss or gradient
+    metric: float | None = None  # checkpoint.best_metric's value at this state
+
+
+@dataclass
+class SavedState:
+    path: Path
+    progress: Progress
+
+    def load(self, name: str) -> Any:
+        """One of the state's torch files (None when absent)."""
+        f = self.path / f"{name}.pt"
+        return torch.load(f, weights_only=False) if f.exists() else None
+
+
+def capture_rng() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_rng(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+class StateStore:
+    """The run's state checkpoints: save, find the latest, restore the run's files, retention."""
+
+    def __init__(self, run_dir: Path, cfg: CheckpointConfig):
+        self.run_dir = run_dir
+        self.root = run_dir / "checkpoints" / "state"
+        self.cfg = cfg
+        self.seq = 0
+
+    def states(self) -> list[Path]:
+        if not self.root.exists():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.is_dir() and p.name[:4].isdigit())
+
+    def open(self, resume: str | None) -> SavedState | None:
+        """The state to continue from (`resume`: "auto" = the latest, or a state directory), with the
+        run's log files cut back to that state; None starts the run afresh, clearing an earlier run's
+        logs and states from the folder."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.root.glob(".tmp-*") if self.root.exists() else []:  # writes a run did not finish
+            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
+        path = self._find(resume)
+        if path is None:
+            if resume == "auto":
+                print(f"no state to resume in {self.root}: starting afresh", file=sys.stderr)
+            self._fresh()
+            return None
+        progress = Progress(**json.loads((path / "progress.json").read_text()))
+        self.seq = progress.seq
+        self._cut_files(progress.files)
+        print(f"resuming from {path} (stages done: {', '.join(progress.stages) or 'none'}, "
+              f"RL step {progress.rl_step})", file=sys.stderr)
+        return SavedState(path, progress)
+
+    def _find(self, resume: str | None) -> Path | None:
+        if not resume:
+            return None
+        if resume != "auto":
+            path = Path(resume)
+            if not (path / "progress.json").exists():
+                raise FileNotFoundError(f"--resume {resume}: not a state checkpoint (no progress.json); "
+                                        f"states of this run are in {self.root}")
+            return path
+        found = self.states()
+        return found[-1] if found else None
+
+    def _fresh(self) -> None:
+        (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        shutil.rmtree(self.run_dir / "trajectories", ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _cut_files(self, sizes: dict[str, int]) -> None:
+        """Logs back to their sizes at the state: what was written after it is written again."""
+        for path in _log_files(self.run_dir):
+            rel = str(path.relative_to(self.run_dir))
+            if rel not in sizes:
+                path.unlink()
+            elif path.stat().st_size > sizes[rel]:
+                with path.open("r+b") as f:
+                    f.truncate(sizes[rel])
+
+    def save(self, label: str, progress: Progress, model=None, optimizer=None, critic=None,
+             extras: dict | None = None, config: Config | None = None) -> Path:
+        """Write one state atomically, then apply retention. `model=None`: the weights are the loaded ones."""
+        self.seq += 1
+        progress = dataclasses.replace(progress, seq=self.seq, files={
+            str(p.relative_to(self.run_dir)): p.stat().st_size for p in _log_files(self.run_dir)})
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+        try:
+            (tmp / "progress.json").write_text(json.dumps(dataclasses.asdict(progress), indent=1))
+            if config is not None:
+                (tmp / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+            torch.save({"rng": capture_rng(), **(extras or {})}, tmp / "extras.pt")
+            for name, obj in (("model", model), ("optimizer", optimizer), ("critic", critic)):
+                if obj is not None:
+                    torch.save(obj.state_dict(), tmp / f"{name}.pt")
+                    failpoint("state.mid_write")  # tests kill the process here: the state must stay whole
+            final = self.root / f"{self.seq:04d}-{label}"
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._retain()
+        return final
+
+    def _retain(self) -> None:
+        found = self.states()
+        keep = set(found[-self.cfg.keep_last:]) if self.cfg.keep_last > 0 else set(found)
+        if self.cfg.best_metric:
+            scored = [(p, json.loads((p / "progress.json").read_text())["metric"]) for p in found]
+            scored = [(p, m) for p, m in scored if m is not None]
+            if scored:
+                pick = max if self.cfg.best_mode == "max" else min
+                keep.add(pick(scored, key=lambda pm: pm[1])[0])
+        for p in found:
+            if p not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+
+    @property
+    def reference_path(self) -> Path:
+        """The KL reference's weights (a full-fine-tune policy as RL started), written once."""
+        return self.root / "reference.pt"
+
+    def save_reference(self, model) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / ".tmp-reference.pt"
+        torch.save(model.state_dict(), tmp)
+        os.replace(tmp, self.reference_path)
+
+
+def _log_files(run_dir: Path) -> list[Path]:
+    """What a resume must cut back: metrics.jsonl and the trajectory files."""
+    files = [run_dir / "metrics.jsonl"] if (run_dir / "metrics.jsonl").exists() else []
+    traj = run_dir / "trajectories"
+    return files + (sorted(p for p in traj.rglob("*") if p.is_file()) if traj.exists() else [])
