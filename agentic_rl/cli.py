@@ -63,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
             cfg.model.name = args.checkpoint
             return _eval(cfg, args)
         from agentic_rl.trainer.loop import train
-
         from agentic_rl.trainer.stages import TrainingDiverged
 
         if args.command == "sft":  # the SFT phase alone: checkpoint, held-out eval, graduation report

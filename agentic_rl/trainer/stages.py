@@ -33,9 +33,9 @@ from agentic_rl.trainer.credit import (
     outcome_rewards,
 )
 from agentic_rl.trainer.critic import make_critic
-from agentic_rl.trainer.state import Progress, SavedState, StateStore
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_train
+from agentic_rl.trainer.state import Progress, SavedState, StateStore
 
 
 def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
