@@ -90,8 +90,8 @@ def _eval(cfg, args) -> int:
     from agentic_rl.trainer.evaluate import evaluate, load_task_file
     from agentic_rl.trainer.loop import prepare
 
+    tasks = load_task_file(args.tasks) if args.tasks else None  # a broken line fails before the model loads
     model, tokenizer, spec = prepare(cfg)
-    tasks = load_task_file(args.tasks) if args.tasks else None
     result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
     out = Path(args.out) if args.out else Path(args.checkpoint) / "eval.json"
     out.write_text(json.dumps(result, indent=2))

@@ -29,6 +29,16 @@ class EnvSpec:
     tasks: Callable[[str, int, int], list[Task]]
     splits: tuple[str, ...]
     demonstration: Callable[[Task, Env], list[dict]] | None = None
+    options: tuple[str, ...] | None = None  # the env.options it reads ("fewshot" is always allowed); None: unchecked
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """An option the env never reads is a typo the run would silently ignore: refuse it."""
+        if self.options is None:
+            return
+        unknown = sorted(set(options) - {*self.options, "fewshot"})
+        if unknown:
+            raise KeyError(f"env.options.{unknown[0]}: env {self.name!r} has no such option; "
+                           f"known: {', '.join(sorted(self.options))}")
 
 
 ENVS: dict[str, EnvSpec] = {}

@@ -107,12 +107,18 @@ def resolve_source(name: str) -> str | Path:
     path = Path(name).expanduser()
     if path.exists():
         return path
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise FileNotFoundError(f"model.name: no such model directory: {name}")
     return name  # a hub id: from_pretrained fetches it (needs network)
 
 
 def load_tokenizer(name: str):
     source = smollm2_dir() if name == "tiny" else resolve_source(name)
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as e:  # a hub id that is wrong, or no network to fetch it
+        raise FileNotFoundError(f"model.name: {name!r} is not a local model directory and could not be "
+                                f"loaded from the Hugging Face hub ({str(e).splitlines()[0]})") from None
     install_chat_template(tokenizer)
     return tokenizer
 

@@ -1,6 +1,7 @@
 """The agent loop: policy x env -> Trajectory, for a whole batch of episodes at once.
 
-All episodes of a batch decode together in one engine session (their KV caches kept across turns);
+All episodes of a batch (or `budget.max_concurrent` at a time) decode together in one engine session
+(their KV caches kept across turns);
 an episode's env steps the moment its action stops, and the observation tokens it returns are fed
 while the other episodes keep decoding. The loop records the exact ids it fed and the exact ids it sampled, so the
 training sequence is the sampled sequence (DESIGN.md §5).
@@ -30,6 +31,7 @@ class Budget:
     max_new_tokens: int = 128  # per turn
     max_episode_tokens: int = 512  # generated tokens per episode, all turns
     step_timeout_s: float = 60.0  # an env step running longer ends its episode with the error; 0 = no limit
+    max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = all of the batch
 
 
 @dataclass
@@ -67,7 +69,6 @@ def rollout(
     """Run `group_size` episodes per task; returns one group per task (outcome rewards unset)."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
-    session = engine.session(seed)
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
@@ -92,9 +93,12 @@ def rollout(
             ep.fed = obs_ids
         return obs_ids
 
-    prompts = {i: ep.fed for i, ep in enumerate(episodes) if not ep.error}
     room = lambda i: budget.max_episode_tokens - episodes[i].generated  # noqa: E731
-    session.run(prompts, params, on_stop, max_new=room)
+    cap = budget.max_concurrent or len(episodes)
+    for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
+        live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
+        if live:
+            engine.session(seed + lo).run(live, params, on_stop, max_new=room)
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)

@@ -7,6 +7,7 @@ wrong types and out-of-range values fail with one message naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class ModelConfig:
     lora_rank: int = 0  # 0 = full fine-tune
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = torch's default
+    memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
 
 
 @dataclass
@@ -43,6 +45,7 @@ class RolloutConfig:
     max_new_tokens: int = 96  # per turn
     max_episode_tokens: int = 256  # generated tokens per episode
     step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
+    max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
 
 
 @dataclass
@@ -159,7 +162,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1}
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
@@ -196,7 +199,9 @@ def _build(cls, raw: Any, where: str):
     names = {f.name for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in names:
-            raise ConfigError(f"unknown key '{where}{key}'; known: {', '.join(sorted(names))}")
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown key '{where}{key}'{hint}; known: {', '.join(sorted(names))}")
     kwargs = {}
     for name, value in raw.items():
         tp = hints[name]
@@ -249,6 +254,7 @@ def _check(cfg: Config) -> None:
     if cfg.rl.steps and cfg.rl.group_size < 2:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
+    _check_env(cfg.env)
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
     if cfg.sft.data and not Path(cfg.sft.data).exists():
@@ -271,6 +277,26 @@ def _check(cfg: Config) -> None:
         section, name = key.split(".")
         if getattr(getattr(cfg, section), name) <= 0:
             raise ConfigError(f"{key} must be > 0")
+
+
+def _check_env(env: EnvConfig) -> None:
+    """The env exists, reads every option the recipe gives it, and accepts their values (one env is
+    built and closed here, so a bad option fails now and not after the model has loaded)."""
+    from agentic_rl.envs.base import close_env
+    from agentic_rl.envs.registry import get_env
+
+    try:
+        spec = get_env(env.name)
+    except KeyError as e:
+        raise ConfigError(f"env.name: {e.args[0]}") from None
+    try:
+        spec.check_options(env.options)
+        close_env(spec.make_env(env.options))
+    except KeyError as e:
+        msg = e.args[0] if e.args else str(e)
+        raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
 
 
 def _check_names(rl: RLConfig) -> None:
@@ -300,8 +326,10 @@ def _check_names(rl: RLConfig) -> None:
         raise ConfigError(f"rl.critic: expected none, value_head or model, got {rl.critic!r}")
     if rl.critic_model and rl.critic != "model":
         raise ConfigError("rl.critic_model is only used with rl.critic: model")
-    if (rl.advantage == "gae") != (rl.critic != "none"):
-        raise ConfigError("rl.advantage: gae needs rl.critic: value_head, and a critic is only used by gae")
+    if rl.advantage == "gae" and rl.critic == "none":
+        raise ConfigError("rl.advantage: gae needs a critic: set rl.critic: value_head or model")
+    if rl.advantage != "gae" and rl.critic != "none":
+        raise ConfigError(f"rl.critic: a critic is only used by rl.advantage: gae (got {rl.advantage!r})")
     if not (0 <= rl.gamma <= 1 and 0 <= rl.lam <= 1):
         raise ConfigError("rl.gamma and rl.lam must be in [0, 1]")
     for key, registry in (("advantage", ADVANTAGE_ESTIMATORS), ("advantage_scale", SCALES),

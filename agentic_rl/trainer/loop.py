@@ -52,11 +52,11 @@ class NotGraduated(ValueError):
 def train(cfg: Config, resume: str | None = None) -> dict:
     """`resume`: "auto" (the latest state of this run, if any) or a state directory."""
     run_dir = cfg.run_dir
+    model, tokenizer, spec = prepare(cfg)  # first: a model that fails to load leaves the folder as it was
     store = StateStore(run_dir, cfg.checkpoint)
     saved = store.open(resume)
     progress = saved.progress if saved else Progress()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    model, tokenizer, spec = prepare(cfg)
     if progress.rl_adapter:
         model = _rl_shape(model, cfg)
     if saved is not None:

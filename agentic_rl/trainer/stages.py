@@ -33,6 +33,7 @@ from agentic_rl.trainer.credit import (
     outcome_rewards,
 )
 from agentic_rl.trainer.critic import make_critic
+from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore
@@ -107,13 +108,16 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
     reward_fn = spec.make_reward(cfg.env.options)
     params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
-    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s)
+    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s, ro.max_concurrent)
+    memory = check_memory(model, cfg, _prompt_tokens(spec, cfg, tokenizer))  # before optimizer, reference, critic
     parts = rl_parts(model, tokenizer, spec, cfg)
     original = dataclasses.asdict(rl)  # remediations change rl in place; states keep what they changed
     if saved is not None and progress.rl_step > 0:
         _resume_rl(parts, saved, store, rl)
-    elif store is not None and parts.ref_model is not None:
-        store.save_reference(parts.ref_model)
+    else:
+        logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
+        if store is not None and parts.ref_model is not None:
+            store.save_reference(parts.ref_model)
     bar = tqdm(range(progress.rl_step + 1, rl.steps + 1), desc="grpo", disable=not cfg.log.progress)
 
     def collect(n: int, seed: int):
@@ -140,6 +144,12 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         bar.set_postfix(reward=f"{record['reward_mean']:.2f}", acc=f"{record['accuracy']:.2f}")
     if parts.critic is not None:
         parts.critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def _prompt_tokens(spec: EnvSpec, cfg: Config, tokenizer) -> int:
+    env = spec.make_env(cfg.env.options)
+    task = spec.tasks("train", 1, cfg.rl.seed)[0]
+    return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False))
 
 
 def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, logger: MetricsLogger, collect) -> dict:
@@ -176,7 +186,7 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
     record = {"step": step, "stage": "rl", **metrics, **parts.sampler.metrics(), "weight_version": version,
               "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
               "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
-              "groups_sampled": len(sampled), "groups_kept": len(groups)}
+              "groups_sampled": len(sampled), "groups_kept": len(groups), "mem_peak_rss_gb": peak_rss_gb()}
     logger.log(record)
     return record
 

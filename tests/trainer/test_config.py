@@ -30,7 +30,7 @@ def recipe(tmp_path):
         ("", ["rollout.top_p=1.5"], "rollout.top_p"),
         ("", ["rl.advantage=grpoo"], "rl.advantage: unknown advantage estimator 'grpoo'; known: dr_grpo"),
         ("", ["rl.policy_loss=ppo"], "rl.policy_loss: unknown policy loss 'ppo'"),
-        ("", ["rl.advantage=gae"], "rl.advantage: gae needs rl.critic: value_head"),
+        ("", ["rl.advantage=gae"], "rl.advantage: gae needs a critic"),
         ("", ["rl.minibatches=0"], "rl.minibatches must be >= 1"),
         ("", ["model.precision=fp8"], "model.precision"),
         ("", ["rl.steps"], "expected key=value"),

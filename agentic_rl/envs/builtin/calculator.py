@@ -52,6 +52,7 @@ SPEC = register_env(
         make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1))),
         tasks=tasks,
         splits=data.SPLITS,
+        options=("format", "tool_timeout_s", "format_weight"),
         demonstration=lambda task, env: data.demonstration(task),
     )
 )

@@ -98,6 +98,7 @@ SPEC = register_env(
         make_reward=lambda options: MathAnswerReward(float(options.get("format_weight", 0.1))),
         tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
         splits=data.SPLITS,
+        options=("timeout_s", "memory_mb", "format_weight"),
         demonstration=demonstration,
     )
 )

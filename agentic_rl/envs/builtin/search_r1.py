@@ -98,6 +98,7 @@ SPEC = register_env(
         make_reward=lambda options: ExactMatchReward(float(options.get("format_weight", 0.1))),
         tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
         splits=data.SPLITS,
+        options=("top_k", "max_chars", "corpus", "search", "format_weight"),
         demonstration=demonstration,
     )
 )
