@@ -126,6 +126,8 @@ def _lower_lr(r: Remedies) -> dict:
     before = r.optimizer.param_groups[0]["lr"]
     for g in r.optimizer.param_groups:
         g["lr"] *= 0.5
+        if "base_lr" in g:  # the scheduled base, so the next step's schedule keeps the halving
+            g["base_lr"] *= 0.5
     return {"lr": [before, r.optimizer.param_groups[0]["lr"]]}
 
 
@@ -133,11 +135,13 @@ def _lower_lr(r: Remedies) -> dict:
 def _rollback(r: Remedies) -> dict:
     if r.healthy is None:
         return {"rolled_back": False}
-    lrs = [g["lr"] for g in r.optimizer.param_groups]  # keep what other remediations just changed
+    lrs = [(g["lr"], g.get("base_lr")) for g in r.optimizer.param_groups]  # keep what other remediations changed
     r.model.load_state_dict(r.healthy["model"])
     r.optimizer.load_state_dict(r.healthy["optimizer"])
-    for g, lr in zip(r.optimizer.param_groups, lrs):
+    for g, (lr, base) in zip(r.optimizer.param_groups, lrs):
         g["lr"] = lr
+        if base is not None:
+            g["base_lr"] = base
     return {"rolled_back": True}
 
 

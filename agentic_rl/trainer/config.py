@@ -79,6 +79,8 @@ class RLConfig:
     task_sampler: str = "uniform"  # uniform | pass_rate (curriculum on the pass rate of each task kind)
     task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
     lr: float = 1e-6
+    lr_schedule: str = "constant"  # constant | linear | cosine: decay over the RL steps after the warmup
+    warmup_steps: int = 0  # RL steps of linear warmup from lr / (warmup_steps) to lr
     advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
     advantage_scale: str = "group"  # grpo only: divide by the std of the group, the batch, or none
     policy_loss: str = "ppo_clip"
@@ -162,7 +164,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0}
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
@@ -279,6 +281,9 @@ def _check(cfg: Config) -> None:
             raise ConfigError(f"{key} must be > 0")
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
 def _check_env(env: EnvConfig) -> None:
     """The env exists, reads every option the recipe gives it, and accepts their values (one env is
     built and closed here, so a bad option fails now and not after the model has loaded)."""
@@ -320,6 +325,8 @@ def _check_names(rl: RLConfig) -> None:
     if rl.process_reward and rl.process_reward not in PROCESS_REWARDS:
         raise ConfigError(f"rl.process_reward: unknown process reward {rl.process_reward!r}; "
                           f"known: {', '.join(PROCESS_REWARDS.names())}")
+    if rl.lr_schedule not in LR_SCHEDULES:
+        raise ConfigError(f"rl.lr_schedule: unknown schedule {rl.lr_schedule!r}; known: {', '.join(LR_SCHEDULES)}")
     if rl.task_sampler not in SAMPLERS:
         raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
     if rl.critic not in ("none", "value_head", "model"):

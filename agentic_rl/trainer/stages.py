@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -156,6 +157,7 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
     """One RL step: roll out, score, credit, update, sync the sampler; returns (and logs) its record."""
     rl = cfg.rl
     t0 = time.perf_counter()
+    _set_lr(parts.optimizer, rl, step)
     groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
     groups = keep_top_spread(groups, rl.variance_keep)
     metrics = rollout_metrics(sampled)
@@ -184,6 +186,7 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
     k = cfg.log.trajectories_per_step
     write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], tokenizer, advantages[:k], step)
     record = {"step": step, "stage": "rl", **metrics, **parts.sampler.metrics(), "weight_version": version,
+              "lr": parts.optimizer.param_groups[0]["lr"],
               "time_rollout_s": stats.seconds, "time_step_s": time.perf_counter() - t0,
               "tokens_per_s_rollout": stats.generated_tokens / max(stats.seconds, 1e-9),
               "groups_sampled": len(sampled), "groups_kept": len(groups), "mem_peak_rss_gb": peak_rss_gb()}
@@ -269,11 +272,32 @@ def _with_spread(groups):
 
 def _optimizer(model, critic, rl):
     """AdamW over the trainable policy parameters, plus the critic (head, and its own backbone if it
-    has one) at its own learning rate."""
-    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": rl.lr}]
+    has one) at its own learning rate. Each group keeps its `base_lr` (the schedule scales it; the
+    lower_lr remediation halves it) inside the optimizer, so its state_dict is the whole schedule state."""
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": rl.lr, "base_lr": rl.lr}]
     if critic is not None:
-        groups.append({"params": [p for p in critic.parameters() if p.requires_grad], "lr": rl.critic_lr})
+        groups.append({"params": [p for p in critic.parameters() if p.requires_grad], "lr": rl.critic_lr,
+                       "base_lr": rl.critic_lr})
     return torch.optim.AdamW(groups, weight_decay=0.0)
+
+
+def lr_factor(schedule: str, step: int, steps: int, warmup: int) -> float:
+    """The multiplier of base_lr at RL step `step` (1-based): linear warmup over `warmup` steps, then
+    constant, or linear / cosine decay towards 0 over the remaining steps (never reaching it)."""
+    if step <= warmup:
+        return step / warmup
+    progress = (step - warmup) / (steps - warmup + 1)
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0
+
+
+def _set_lr(optimizer, rl, step: int) -> None:
+    factor = lr_factor(rl.lr_schedule, step, rl.steps, rl.warmup_steps)
+    for g in optimizer.param_groups:
+        g["lr"] = g["base_lr"] * factor
 
 
 def _reference(model):

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # and the curriculum, all of which a resume must restore.
 ARGS = ["--set", "rl.steps=4", "--set", "log.progress=false", "--set", "eval.tasks_per_split=4",
         "--set", "rl.advantage=gae", "--set", "rl.critic=value_head", "--set", "rl.kl_coef=0.05",
-        "--set", "rl.kl_mode=reward", "--set", "rl.entropy_coef=0.01", "--set", "rl.task_sampler=pass_rate"]
+        "--set", "rl.kl_mode=reward", "--set", "rl.entropy_coef=0.01", "--set", "rl.task_sampler=pass_rate",
+        "--set", "rl.lr_schedule=cosine", "--set", "rl.warmup_steps=1"]
 
 
 def _cmd(out: Path, resume: bool) -> list[str]:
