@@ -137,6 +137,7 @@ class CheckpointConfig:
     """Resumable state checkpoints (`trainer/state.py`), besides the model checkpoints of each stage."""
 
     every: int = 1  # RL steps between state checkpoints (and one after baselines, SFT and the last step)
+    sft_every: int = 0  # SFT steps between state checkpoints; 0 = only when SFT ends
     keep_last: int = 2  # newest states kept; 0 keeps all
     best_metric: str = ""  # also keep the state with the best value of this RL metric (e.g. reward_mean)
     best_mode: str = "max"  # max | min
@@ -164,7 +165,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0}
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:

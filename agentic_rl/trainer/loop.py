@@ -88,7 +88,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         held_out("base_few_shot", fewshot=True)
         stage_done("baselines", weights=False)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
-        losses = timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger))
+        losses = timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger, store, progress, saved))
         engine.sync_weights()
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
         if cfg.sft.graduation or cfg.sft.require_graduation:

@@ -53,6 +53,10 @@ def sft_loss(model, trajectories: Sequence[Trajectory], pad_id: int, precision: 
     return nll / max(tokens, 1.0)
 
 
+def sft_optimizer(model, lr: float) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+
+
 def sft_train(
     model,
     trajectories: Sequence[Trajectory],
@@ -65,10 +69,13 @@ def sft_train(
     on_step: Callable[[int, dict], None],
     grad_accum: int = 1,
     pack_tokens: int = 0,
+    optimizer: torch.optim.Optimizer | None = None,
+    start_step: int = 0,
 ) -> None:
     """`pack_tokens` > 0: whole trajectories are packed into rows of at most that many tokens, and
-    `batch_size` counts rows."""
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    `batch_size` counts rows. A resumed run passes its restored `optimizer` and the steps already
+    done (`start_step`): the data order is replayed from the seed and those steps are skipped."""
+    optimizer = optimizer or sft_optimizer(model, lr)
     if pack_tokens:
         trajectories = pack(trajectories, pack_tokens)
     order = list(range(len(trajectories)))
@@ -78,6 +85,9 @@ def sft_train(
     for _ in range(epochs):
         rng.shuffle(order)
         for k in range(0, len(order), per_step):
+            if step < start_step:
+                step += 1
+                continue
             chunk = [trajectories[i] for i in order[k : k + per_step]]
             micro = [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
             t0 = time.perf_counter()

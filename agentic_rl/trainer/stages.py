@@ -36,7 +36,7 @@ from agentic_rl.trainer.credit import (
 from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
-from agentic_rl.trainer.sft import sft_loss, sft_train
+from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore
 
 
@@ -52,24 +52,34 @@ def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
     return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in spec.tasks("train", s.examples, s.seed)]
 
 
-def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> list[float]:
-    """Trains, logs every step (and the held-out loss), returns the training losses."""
+def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore | None = None,
+            progress: Progress | None = None, saved: SavedState | None = None) -> list[float]:
+    """Trains, logs every step (and the held-out loss), returns the training losses. With a state
+    store, a state every `checkpoint.sft_every` steps; a resumed run continues after `progress.sft_step`."""
     s = cfg.sft
+    progress = progress or Progress()
     data = sft_trajectories(spec, cfg, tokenizer)
     cut = int(len(data) * s.heldout)
     held, train_data = data[:cut], data[cut:]
     total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))
-    bar = tqdm(total=total, desc="sft", disable=not cfg.log.progress)
-    losses: list[float] = []
+    bar = tqdm(total=total, initial=progress.sft_step, desc="sft", disable=not cfg.log.progress)
+    optimizer = sft_optimizer(model, s.lr)
+    if saved is not None and progress.sft_step:
+        optimizer.load_state_dict(saved.load("optimizer"))
+    losses: list[float] = progress.sft_losses
 
     def on_step(step: int, metrics: dict) -> None:
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
         losses.append(metrics["loss"])
         logger.log({"step": step, "stage": "sft", **metrics, "time_train_s": metrics["time_step_s"]})
+        every = cfg.checkpoint.sft_every
+        if store is not None and every and step % every == 0 and step < total:
+            progress.sft_step, progress.logger_step = step, logger.global_step
+            store.save(f"sft-step{step}", progress, model, optimizer, config=cfg)
 
     sft_train(model, train_data, s.lr, s.batch_size, s.epochs, tokenizer.pad_token_id, cfg.model.precision, s.seed,
-              on_step, s.grad_accum, s.pack)
+              on_step, s.grad_accum, s.pack, optimizer, progress.sft_step)
     bar.close()
     if held:
         logger.log({"step": len(losses), "stage": "sft_eval", "heldout_loss": sft_loss(

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--set", "rl.steps=4", "--set", "log.progress=false", "--set", "eval.tasks_per_split=4",
         "--set", "rl.advantage=gae", "--set", "rl.critic=value_head", "--set", "rl.kl_coef=0.05",
         "--set", "rl.kl_mode=reward", "--set", "rl.entropy_coef=0.01", "--set", "rl.task_sampler=pass_rate",
-        "--set", "rl.lr_schedule=cosine", "--set", "rl.warmup_steps=1"]
+        "--set", "rl.lr_schedule=cosine", "--set", "rl.warmup_steps=1",
+        "--set", "sft.batch_size=4", "--set", "checkpoint.sft_every=1"]  # 4 SFT steps, a state after each
 
 
 def _cmd(out: Path, resume: bool) -> list[str]:
@@ -89,17 +90,20 @@ def test_uninterrupted_run_is_reproducible(reference, tmp_path):
     _assert_same_run(reference, tmp_path / "again")
 
 
-def test_resume_after_sigkill_mid_checkpoint_write(reference, tmp_path):
-    """Killed while state files are written (the 8th file: the SFT state's weights, then weights,
-    optimizer and critic per RL step, so mid-way through the step-3 state): the half-written state
-    is a `.tmp-*` directory, the states before it are whole, and the resumed run (from step 2)
-    equals the reference."""
+@pytest.mark.parametrize("nth", [4, 15])
+def test_resume_after_sigkill_mid_checkpoint_write(reference, tmp_path, nth):
+    """Killed while state files are written. Files are written in this order: model and optimizer
+    of the states after SFT steps 1-3 (files 1-6), the SFT stage's weights (7), then model, optimizer
+    and critic after each RL step (8-10, 11-13, 14-16). The 4th file is mid-way through the SFT
+    step-2 state, the 15th through the RL step-3 state. The half-written state is a `.tmp-*`
+    directory, the states before it are whole, and the resumed run equals the reference."""
     out = tmp_path / "run"
-    assert _run(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:8"}) == -signal.SIGKILL
+    assert _run(out, env={"AGENTIC_RL_FAILPOINT": f"state.mid_write:{nth}"}) == -signal.SIGKILL
     states = out / "checkpoints" / "state"
     assert any(p.name.startswith(".tmp-") for p in states.iterdir())
     complete = sorted(p for p in states.iterdir() if p.name[:4].isdigit())
     assert complete and all((p / "progress.json").exists() for p in complete)
+    assert complete[-1].name.endswith("sft-step1" if nth == 4 else "rl-step2")
     assert _run(out, resume=True) == 0
     assert not any(p.name.startswith(".tmp-") for p in states.iterdir())
     _assert_same_run(reference, out)
