@@ -71,6 +71,8 @@ def _weights(out: Path) -> dict[str, torch.Tensor]:
 
 def _assert_same_run(a: Path, b: Path) -> None:
     assert _metrics(a) == _metrics(b)
+    for name in ("rl.jsonl",):  # the trajectory files: exact tokens, logprobs and advantages per step
+        assert (a / "trajectories" / name).read_bytes() == (b / "trajectories" / name).read_bytes()
     wa, wb = _weights(a), _weights(b)
     assert wa.keys() == wb.keys()
     for k in wa:
