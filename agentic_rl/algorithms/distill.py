@@ -1,0 +1,85 @@
+"""On-policy distillation (OPD): the student samples; teachers score every sampled position.
+
+The objective per trained position t is the reverse KL from the student to the teacher,
+
+    KL_t = sum_v p_s(v | h_t) (log p_s(v | h_t) - log p_t(v | h_t)),
+
+mode-seeking: the student is pushed off tokens the teacher finds unlikely, on the states the student
+itself visits (Agarwal et al. 2024, "On-Policy Distillation of Language Models: Learning from
+Self-Generated Mistakes" (GKD); Lu & Thinking Machines 2025, "On-Policy Distillation"). Three
+estimators, one signature (student and teacher log-probabilities (N, V) over the N trained positions,
+the sampled ids (N,)) returning a differentiable per-position loss and the KL estimate it stands for:
+
+- `full`: the exact sum over the vocabulary.
+- `topk`: the sum over the student's k most likely tokens only (the tail's mass is dropped); equals
+  `full` at k = V and approaches it as k grows.
+- `sampled`: the one-sample estimate at the sampled token x ~ p_s, log p_s(x) - log p_t(x), with the
+  score-function surrogate sg(log p_s(x) - log p_t(x)) * log p_s(x): its gradient, in expectation
+  over x ~ p_s, is exactly the gradient of `full` (because E[grad log p_s(x)] = 0), and it needs only
+  the teacher's log-probability of the sampled token — the form TRL, prime-rl and SkyRL ship.
+
+Several teachers merge into one distribution (DeepSeek-V4's multi-teacher OPD), with weights w_i:
+`logits` — a weighted geometric mixture, log_softmax(sum_i w_i log p_i); `probs` — a weighted
+arithmetic mixture, log(sum_i w_i p_i). Both give back the teacher when all teachers are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentic_rl.algorithms.registry import Registry
+
+
+@dataclass(frozen=True)
+class DistillOutputs:
+    loss_N: torch.Tensor  # differentiable per-position loss (what the optimizer sees)
+    kl_N: torch.Tensor  # detached per-position estimate of the reverse KL (what the metrics report)
+
+
+DistillLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], DistillOutputs]
+DISTILL_LOSSES: Registry[DistillLoss] = Registry("distillation loss")
+
+
+@DISTILL_LOSSES.register("full")
+def reverse_kl_full(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_N: torch.Tensor,
+                    k: int = 0) -> DistillOutputs:
+    kl = (student_NV.exp() * (student_NV - teacher_NV)).sum(-1)
+    return DistillOutputs(kl, kl.detach())
+
+
+@DISTILL_LOSSES.register("topk")
+def reverse_kl_topk(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_N: torch.Tensor,
+                    k: int = 32) -> DistillOutputs:
+    top = student_NV.detach().topk(min(k, student_NV.shape[-1]), dim=-1).indices
+    s, t = student_NV.gather(-1, top), teacher_NV.gather(-1, top)
+    kl = (s.exp() * (s - t)).sum(-1)
+    return DistillOutputs(kl, kl.detach())
+
+
+@DISTILL_LOSSES.register("sampled")
+def reverse_kl_sampled(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_N: torch.Tensor,
+                       k: int = 0) -> DistillOutputs:
+    s = student_NV.gather(-1, sampled_N[:, None])[:, 0]
+    t = teacher_NV.gather(-1, sampled_N[:, None])[:, 0]
+    estimate = (s - t).detach()
+    return DistillOutputs(estimate * s, estimate)
+
+
+MERGES = ("logits", "probs")
+
+
+def merge_teachers(teachers: Sequence[torch.Tensor], weights: Sequence[float], rule: str = "logits") -> torch.Tensor:
+    """Log-probabilities (N, V) of the merged teacher, from each teacher's log-probabilities (N, V)."""
+    if len(teachers) == 1:
+        return teachers[0]
+    w = torch.tensor(weights, dtype=teachers[0].dtype)
+    w = w / w.sum()
+    stacked = torch.stack(list(teachers))  # (M, N, V)
+    if rule == "logits":
+        return torch.log_softmax((w[:, None, None] * stacked).sum(0), dim=-1)
+    if rule == "probs":
+        return torch.logsumexp(stacked + w.log()[:, None, None], dim=0)
+    raise KeyError(f"unknown teacher merge {rule!r}; known: {', '.join(MERGES)}")
