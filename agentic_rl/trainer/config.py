@@ -115,6 +115,21 @@ class RLConfig:
 
 
 @dataclass
+class DistillConfig:
+    """On-policy distillation (docs/algorithms/opd.md): teachers score the student's own rollouts."""
+
+    teachers: list[str] = field(default_factory=list)  # models sharing the student's tokenizer; [] = off
+    weights: list[float] = field(default_factory=list)  # merge weights; [] = equal
+    merge: str = "logits"  # logits (geometric mixture) | probs (arithmetic mixture)
+    loss: str = "full"  # full | topk | sampled: the reverse-KL estimator
+    topk: int = 32
+    coef: float = 1.0  # the OPD term's weight: RL + coef x OPD
+    only: bool = False  # OPD alone: the policy-gradient term is dropped (rewards are still logged)
+    route_key: str = ""  # a task meta field that routes tasks to one teacher (with `routes`)
+    routes: dict[str, int] = field(default_factory=dict)  # meta value -> teacher index; others: all, merged
+
+
+@dataclass
 class EvalConfig:
     tasks_per_split: int = 200
     splits: list[str] = field(default_factory=lambda: ["heldout_in", "heldout_out"])
@@ -153,6 +168,7 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     rl: RLConfig = field(default_factory=RLConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -258,6 +274,7 @@ def _check(cfg: Config) -> None:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
     _check_env(cfg.env)
+    _check_distill(cfg.distill)
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
     if cfg.sft.data and not Path(cfg.sft.data).exists():
@@ -283,6 +300,28 @@ def _check(cfg: Config) -> None:
 
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def _check_distill(d: DistillConfig) -> None:
+    from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
+
+    if d.loss not in DISTILL_LOSSES:
+        raise ConfigError(f"distill.loss: unknown distillation loss {d.loss!r}; known: {', '.join(DISTILL_LOSSES.names())}")
+    if d.merge not in MERGES:
+        raise ConfigError(f"distill.merge: expected one of {', '.join(MERGES)}, got {d.merge!r}")
+    if d.weights and len(d.weights) != len(d.teachers):
+        raise ConfigError(f"distill.weights: {len(d.weights)} weights for {len(d.teachers)} teachers")
+    if any(w < 0 for w in d.weights) or (d.weights and sum(d.weights) <= 0):
+        raise ConfigError("distill.weights must be >= 0 with a positive sum")
+    bad = [v for v in d.routes.values() if not 0 <= v < len(d.teachers)]
+    if bad:
+        raise ConfigError(f"distill.routes: teacher index {bad[0]} out of range for {len(d.teachers)} teachers")
+    if d.routes and not d.route_key:
+        raise ConfigError("distill.routes needs distill.route_key (the task meta field to route on)")
+    if d.only and not d.teachers:
+        raise ConfigError("distill.only needs distill.teachers")
+    if d.coef < 0 or d.topk < 1:
+        raise ConfigError("distill.coef must be >= 0 and distill.topk >= 1")
 
 
 def _check_env(env: EnvConfig) -> None:

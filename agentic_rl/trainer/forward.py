@@ -107,6 +107,7 @@ class PolicyOutputs(NamedTuple):
     logprobs: torch.Tensor  # (B, T), 0 off trained positions
     entropy: torch.Tensor  # (B, T), 0 off trained positions
     values: torch.Tensor | None  # (B, T) critic values V(s_t), 0 off trained positions; None without a head
+    full: torch.Tensor | None = None  # (N, V) log-probabilities over the vocabulary at the N trained positions
 
 
 def token_logprobs(model, batch: Batch, temperature: float = 1.0,
@@ -117,9 +118,10 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0,
 
 
 def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: bool = False,
-                   value_head=None) -> PolicyOutputs:
+                   value_head=None, full: bool = False) -> PolicyOutputs:
     """Logprobs, entropy and (with `value_head`) critic values of the trained tokens under `model`.
-    The entropy is detached (a metric) unless `entropy_grad` (an entropy bonus in the loss).
+    The entropy is detached (a metric) unless `entropy_grad` (an entropy bonus in the loss); `full`
+    also returns the whole distribution at the trained positions (on-policy distillation).
 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
@@ -137,7 +139,7 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     values = None
     if value_head is not None:
         values = torch.zeros(ids.shape).masked_scatter(sel, value_head(hidden[sel]).float())
-    return PolicyOutputs(token_lp, entropy, values)
+    return PolicyOutputs(token_lp, entropy, values, logp if full else None)
 
 
 def hidden_states(model, batch: Batch) -> torch.Tensor:

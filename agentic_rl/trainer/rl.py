@@ -22,6 +22,7 @@ import torch
 
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
 from agentic_rl.algorithms.dapo import mask_truncated
+from agentic_rl.algorithms.distill import DISTILL_LOSSES
 from agentic_rl.algorithms.kl import entropy_bonus
 from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES, LossInputs
 from agentic_rl.algorithms.value import value_loss
@@ -32,7 +33,7 @@ from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
 from agentic_rl.types import TrajectoryGroup
 
-_SUMS = ("nonfinite_minibatches", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
+_SUMS = ("nonfinite_minibatches", "opd_kl", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
          "value_clip")
 
 
@@ -56,7 +57,7 @@ class CriticTargets:
 
 def rl_update(
     model, optimizer, groups: Sequence[TrajectoryGroup], advantages: Sequence[torch.Tensor], cfg: Config,
-    pad_id: int, ref_model=None, critic: CriticTargets | None = None,
+    pad_id: int, ref_model=None, critic: CriticTargets | None = None, teachers=None,
 ) -> dict[str, float]:
     """`rl.epochs` passes of `rl.minibatches` optimizer steps over the groups, with per-trajectory
     advantages from `trainer/credit.py` (and the critic's targets for PPO with GAE)."""
@@ -67,7 +68,8 @@ def rl_update(
     by_group = per_group(advantages)
     # A group whose advantages are all 0 (GRPO on equal rewards) has no policy-gradient signal; it
     # is trained only for the KL or entropy terms.
-    regularized = (rl.kl_coef > 0 and rl.kl_mode == "loss") or rl.entropy_coef > 0 or critic is not None
+    regularized = ((rl.kl_coef > 0 and rl.kl_mode == "loss") or rl.entropy_coef > 0 or critic is not None
+                   or teachers is not None)
     keep = [p for p, adv in enumerate(by_group) if regularized or any(bool(a.any()) for a in adv)]
     targets = None if critic is None else list(zip(per_group(critic.returns), per_group(critic.values)))
     sums = dict.fromkeys(_SUMS, 0.0)
@@ -79,7 +81,7 @@ def rl_update(
         for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
             chosen = [keep[i] for i in part]
             work = [(groups[p], by_group[p], targets[p] if targets else None) for p in chosen]
-            grad_norms.append(_minibatch_step(model, optimizer, work, cfg, pad_id, ref_model, critic,
+            grad_norms.append(_minibatch_step(model, optimizer, work, cfg, pad_id, ref_model, critic, teachers,
                                               on_policy=epoch == 0 and k == 0, sums=sums))
     model.eval()
     if critic is not None:
@@ -90,6 +92,7 @@ def rl_update(
         "loss": sums["loss"] / steps,
         "entropy": sums["entropy"] / n,
         "kl": sums["kl"] / n,
+        **({"opd_kl": sums["opd_kl"] / n} if teachers is not None else {}),
         "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
         "clip_frac_low": sums["clip_low"] / n,
         "clip_frac_high": sums["clip_high"] / n,
@@ -111,8 +114,8 @@ def rl_update(
     return out
 
 
-def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model, critic, on_policy: bool,
-                    sums: dict) -> float:
+def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model, critic, teachers,
+                    on_policy: bool, sums: dict) -> float:
     """One optimizer step over `work` = [(group, advantages, critic targets)]; adds the step's sums into
     `sums`, returns the gradient norm.
 
@@ -131,7 +134,7 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
         mask = batch.loss_mask
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
             mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
-        loss = _group_loss(model, group, batch, mask, norm, cfg, ref_model, critic, target, on_policy, sums)
+        loss = _group_loss(model, group, batch, mask, norm, cfg, ref_model, critic, target, teachers, on_policy, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -156,20 +159,34 @@ def _turn_sums(group, batch, mask, entropy_BT: torch.Tensor, sums: dict) -> None
         sums[f"tokens_turn{k}"] = sums.get(f"tokens_turn{k}", 0.0) + float(sel.sum())
 
 
-def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, critic, target, on_policy: bool,
-                sums: dict) -> torch.Tensor:
-    """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss."""
+def _distill_term(student_NV, teacher_NV, batch, mask, norm: float, cfg: Config, sums: dict) -> torch.Tensor:
+    """coef x the aggregated reverse KL to the teacher on the trained positions (`algorithms/distill.py`)."""
+    d = cfg.distill
+    sel = batch.loss_mask.bool()
+    out = DISTILL_LOSSES.get(d.loss)(student_NV, teacher_NV, batch.input_ids[sel], d.topk)
+    per_token = torch.zeros(sel.shape, dtype=out.loss_N.dtype).masked_scatter(sel, out.loss_N)
+    sums["opd_kl"] += float((torch.zeros(sel.shape).masked_scatter(sel, out.kl_N.float()) * mask).sum())
+    return d.coef * AGGREGATIONS.get(cfg.rl.aggregation)(per_token, mask, norm)
+
+
+def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, critic, target, teachers,
+                on_policy: bool, sums: dict) -> torch.Tensor:
+    """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss
+    + the on-policy distillation term."""
     rl = cfg.rl
     aggregate = AGGREGATIONS.get(rl.aggregation)
     shared = critic is not None and critic.critic.shared
     with autocast(cfg.model.precision):
         out = policy_forward(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0,
-                             value_head=critic.critic.head if shared else None)
+                             value_head=critic.critic.head if shared else None, full=teachers is not None)
         values = out.values if shared or critic is None else critic.critic.values(batch)
     logp = out.logprobs
     old = logp.detach() if on_policy else batch.old_logprobs
     pg = POLICY_LOSSES.get(rl.policy_loss)(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))
-    loss = aggregate(pg.per_token_loss_BT, mask, norm)
+    # OPD alone drops the policy-gradient term (rewards are then only logged)
+    loss = aggregate(pg.per_token_loss_BT, mask, norm) if not cfg.distill.only else torch.zeros(())
+    if teachers is not None:
+        loss = loss + _distill_term(out.full, teachers.logprobs(group.task, batch, cfg), batch, mask, norm, cfg, sums)
     if rl.entropy_coef > 0:
         loss = loss + entropy_bonus(out.entropy, mask, rl.entropy_coef, aggregate, norm)
     if rl.kl_coef > 0 and rl.kl_mode == "loss":

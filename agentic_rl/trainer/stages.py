@@ -38,6 +38,7 @@ from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore
+from agentic_rl.trainer.teachers import Teachers, load_teachers
 
 
 def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
@@ -97,6 +98,7 @@ class RLParts:
     ref_model: object
     monitor: CollapseMonitor
     remedies: Remedies
+    teachers: Teachers | None = None  # on-policy distillation
 
 
 def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
@@ -107,7 +109,7 @@ def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     return RLParts(sampler, critic, optimizer, ref_model, CollapseMonitor(window=rl.collapse_window),
-                   Remedies(rl, optimizer, model))
+                   Remedies(rl, optimizer, model), load_teachers(cfg, tokenizer))
 
 
 def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
@@ -190,7 +192,7 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
         advantages = credit.advantages
         targets = CriticTargets(parts.critic, credit.returns, credit.values) if parts.critic else None
     metrics.update(rl_update(model, parts.optimizer, groups, advantages, cfg, tokenizer.pad_token_id,
-                             parts.ref_model, targets))
+                             parts.ref_model, targets, parts.teachers))
     version = engine.sync_weights()
     trajs = [t for g in groups for t in g.trajectories]
     k = cfg.log.trajectories_per_step
