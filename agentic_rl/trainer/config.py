@@ -130,6 +130,17 @@ class DistillConfig:
 
 
 @dataclass
+class HindsightConfig:
+    """Hindsight supervision (docs/algorithms/hindsight.md): failures corrected by a hinted teacher."""
+
+    coef: float = 0.0  # > 0: verified corrections join the RL loss as SFT targets with this weight
+    max_per_step: int = 4  # failed episodes a step tries to correct
+    reveal_answer: bool = True  # the hint includes the reference answer
+    min_reward: float = 1.0  # an episode below this failed; a correction must reach it
+    teacher: str = ""  # "" = the policy itself, conditioned on the hint; else a model sharing its tokenizer
+
+
+@dataclass
 class EvalConfig:
     tasks_per_split: int = 200
     splits: list[str] = field(default_factory=lambda: ["heldout_in", "heldout_out"])
@@ -169,6 +180,7 @@ class Config:
     sft: SFTConfig = field(default_factory=SFTConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    hindsight: HindsightConfig = field(default_factory=HindsightConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -181,7 +193,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0}
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
@@ -275,6 +287,8 @@ def _check(cfg: Config) -> None:
     _check_names(cfg.rl)
     _check_env(cfg.env)
     _check_distill(cfg.distill)
+    if cfg.hindsight.coef < 0:
+        raise ConfigError("hindsight.coef must be >= 0 (0 = off)")
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
     if cfg.sft.data and not Path(cfg.sft.data).exists():

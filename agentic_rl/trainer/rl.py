@@ -31,9 +31,9 @@ from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
-from agentic_rl.types import TrajectoryGroup
+from agentic_rl.types import Trajectory, TrajectoryGroup
 
-_SUMS = ("nonfinite_minibatches", "opd_kl", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
+_SUMS = ("nonfinite_minibatches", "opd_kl", "hindsight_nll", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
          "value_clip")
 
 
@@ -58,9 +58,12 @@ class CriticTargets:
 def rl_update(
     model, optimizer, groups: Sequence[TrajectoryGroup], advantages: Sequence[torch.Tensor], cfg: Config,
     pad_id: int, ref_model=None, critic: CriticTargets | None = None, teachers=None,
+    corrections: Sequence[Trajectory] = (),
 ) -> dict[str, float]:
     """`rl.epochs` passes of `rl.minibatches` optimizer steps over the groups, with per-trajectory
-    advantages from `trainer/credit.py` (and the critic's targets for PPO with GAE)."""
+    advantages from `trainer/credit.py` (and the critic's targets for PPO with GAE). Hindsight
+    `corrections` join the first optimizer step as SFT targets weighted by `hindsight.coef` (a step
+    of their own when no group has signal)."""
     start = time.perf_counter()
     rl = cfg.rl
     G = len(groups[0].trajectories) if groups else 0
@@ -78,11 +81,13 @@ def rl_update(
     if critic is not None:
         critic.critic.train()
     for epoch in range(rl.epochs):
-        for k, part in enumerate(split_minibatches(len(keep), rl.minibatches) if keep else []):
+        parts = split_minibatches(len(keep), rl.minibatches) if keep else ([range(0)] if corrections else [])
+        for k, part in enumerate(parts):
             chosen = [keep[i] for i in part]
             work = [(groups[p], by_group[p], targets[p] if targets else None) for p in chosen]
+            first = epoch == 0 and k == 0
             grad_norms.append(_minibatch_step(model, optimizer, work, cfg, pad_id, ref_model, critic, teachers,
-                                              on_policy=epoch == 0 and k == 0, sums=sums))
+                                              on_policy=first, sums=sums, corrections=corrections if first else ()))
     model.eval()
     if critic is not None:
         critic.critic.eval()
@@ -93,6 +98,7 @@ def rl_update(
         "entropy": sums["entropy"] / n,
         "kl": sums["kl"] / n,
         **({"opd_kl": sums["opd_kl"] / n} if teachers is not None else {}),
+        **({"hindsight_nll": sums["hindsight_nll"]} if corrections else {}),
         "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
         "clip_frac_low": sums["clip_low"] / n,
         "clip_frac_high": sums["clip_high"] / n,
@@ -115,7 +121,7 @@ def rl_update(
 
 
 def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model, critic, teachers,
-                    on_policy: bool, sums: dict) -> float:
+                    on_policy: bool, sums: dict, corrections: Sequence[Trajectory] = ()) -> float:
     """One optimizer step over `work` = [(group, advantages, critic targets)]; adds the step's sums into
     `sums`, returns the gradient norm.
 
@@ -137,6 +143,8 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
         loss = _group_loss(model, group, batch, mask, norm, cfg, ref_model, critic, target, teachers, on_policy, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
+    if corrections:
+        _hindsight_backward(model, corrections, cfg, pad_id, sums)
     params = [p for g in optimizer.param_groups for p in g["params"]]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm))
     if math.isfinite(grad_norm):  # a non-finite loss gives a non-finite norm too
@@ -157,6 +165,17 @@ def _turn_sums(group, batch, mask, entropy_BT: torch.Tensor, sums: dict) -> None
         sel = mask * (turns == k)
         sums[f"entropy_turn{k}"] = sums.get(f"entropy_turn{k}", 0.0) + float((entropy_BT * sel).sum())
         sums[f"tokens_turn{k}"] = sums.get(f"tokens_turn{k}", 0.0) + float(sel.sum())
+
+
+def _hindsight_backward(model, corrections: Sequence[Trajectory], cfg: Config, pad_id: int, sums: dict) -> None:
+    """hindsight.coef x the token-mean NLL of the verified corrections' actions (on the student's
+    context without the hint), into the same gradient as the RL loss."""
+    batch = make_batch(corrections, pad_id)
+    with autocast(cfg.model.precision):
+        logp = policy_forward(model, batch).logprobs
+    nll = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)
+    (cfg.hindsight.coef * nll).backward()
+    sums["hindsight_nll"] += float(nll.detach())
 
 
 def _distill_term(student_NV, teacher_NV, batch, mask, norm: float, cfg: Config, sums: dict) -> torch.Tensor:

@@ -24,6 +24,7 @@ from agentic_rl.monitor.trajectories import write_trajectories
 from agentic_rl.rewards.process import PROCESS_REWARDS, apply_process_rewards
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
+from agentic_rl.rollout.hindsight import HindsightResult, failed_episodes, hindsight_corrections
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import (
@@ -38,7 +39,7 @@ from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore
-from agentic_rl.trainer.teachers import Teachers, load_teachers
+from agentic_rl.trainer.teachers import Teachers, hindsight_teacher, load_teachers
 
 
 def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
@@ -99,6 +100,7 @@ class RLParts:
     monitor: CollapseMonitor
     remedies: Remedies
     teachers: Teachers | None = None  # on-policy distillation
+    hindsight_teacher: object = None  # an engine for hindsight.teacher; None = the policy's own engine
 
 
 def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
@@ -109,7 +111,7 @@ def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     return RLParts(sampler, critic, optimizer, ref_model, CollapseMonitor(window=rl.collapse_window),
-                   Remedies(rl, optimizer, model), load_teachers(cfg, tokenizer))
+                   Remedies(rl, optimizer, model), load_teachers(cfg, tokenizer), hindsight_teacher(cfg, tokenizer))
 
 
 def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
@@ -142,8 +144,14 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         parts.sampler.update(groups)
         return groups, stats
 
+    def correct(groups, seed: int) -> HindsightResult:
+        h = cfg.hindsight
+        failed = failed_episodes(groups, h.min_reward, h.max_per_step)
+        return hindsight_corrections(parts.hindsight_teacher or engine, tokenizer, make_env, reward_fn, failed, params,
+                                     budget, h.reveal_answer, h.min_reward, seed)
+
     for step in bar:
-        record = _rl_step(step, model, tokenizer, engine, parts, cfg, logger, collect)
+        record = _rl_step(step, model, tokenizer, engine, parts, cfg, logger, collect, correct)
         _watch(parts.monitor, parts.remedies, record, rl, logger)
         _count_bad_step(progress, record, rl, logger)
         progress.rl_step = step
@@ -165,8 +173,10 @@ def _prompt_tokens(spec: EnvSpec, cfg: Config, tokenizer) -> int:
     return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False))
 
 
-def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, logger: MetricsLogger, collect) -> dict:
-    """One RL step: roll out, score, credit, update, sync the sampler; returns (and logs) its record."""
+def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, logger: MetricsLogger, collect,
+             correct) -> dict:
+    """One RL step: roll out, score, (hindsight-correct failures,) credit, update, sync the sampler;
+    returns (and logs) its record."""
     rl = cfg.rl
     t0 = time.perf_counter()
     _set_lr(parts.optimizer, rl, step)
@@ -191,8 +201,13 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
         credit = compute_credit(groups, rl, outcome_rewards(groups, cfg), kl_rewards, values)
         advantages = credit.advantages
         targets = CriticTargets(parts.critic, credit.returns, credit.values) if parts.critic else None
+    fixes = correct(sampled, rl.seed * 1_000_033 + step) if cfg.hindsight.coef > 0 else None
+    if fixes is not None:
+        metrics.update(hindsight_attempts=fixes.attempts, hindsight_verified=len(fixes.corrections),
+                       hindsight_rate=len(fixes.corrections) / max(fixes.attempts, 1))
+        write_trajectories(cfg.run_dir / "trajectories" / "hindsight.jsonl", fixes.corrections, tokenizer, None, step)
     metrics.update(rl_update(model, parts.optimizer, groups, advantages, cfg, tokenizer.pad_token_id,
-                             parts.ref_model, targets, parts.teachers))
+                             parts.ref_model, targets, parts.teachers, fixes.corrections if fixes else ()))
     version = engine.sync_weights()
     trajs = [t for g in groups for t in g.trajectories]
     k = cfg.log.trajectories_per_step

@@ -41,19 +41,31 @@ class Teachers:
         return merge_teachers(lps, [self.weights[i] for i in picked], self.merge)
 
 
+def _frozen(name: str, tokenizer, key: str, why: str):
+    from agentic_rl.models.loader import load_model
+
+    model, teacher_tokenizer = load_model(name)
+    if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"{key}: {name!r} does not share the student's tokenizer; {why}")
+    model.requires_grad_(False)
+    return model.eval()
+
+
 def load_teachers(cfg: Config, tokenizer) -> Teachers | None:
     d = cfg.distill
     if not d.teachers:
         return None
-    from agentic_rl.models.loader import load_model
-
-    models = []
-    for name in d.teachers:
-        model, teacher_tokenizer = load_model(name)
-        if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"distill.teachers: {name!r} does not share the student's tokenizer; on-policy "
-                             "distillation compares distributions over the same token ids")
-        model.requires_grad_(False)
-        models.append(model.eval())
+    why = "on-policy distillation compares distributions over the same token ids"
+    models = [_frozen(name, tokenizer, "distill.teachers", why) for name in d.teachers]
     weights = list(d.weights) or [1.0] * len(models)
     return Teachers(models, weights, d.merge, d.route_key, d.routes)
+
+
+def hindsight_teacher(cfg: Config, tokenizer):
+    """The engine that writes hindsight corrections, when it is not the policy itself."""
+    if not (cfg.hindsight.coef > 0 and cfg.hindsight.teacher):
+        return None
+    from agentic_rl.engines.hf import HFEngine
+
+    why = "its corrections are trained on as the student's own tokens"
+    return HFEngine(_frozen(cfg.hindsight.teacher, tokenizer, "hindsight.teacher", why), tokenizer, cfg.model.precision)
