@@ -91,30 +91,36 @@ def rl_update(
     model.eval()
     if critic is not None:
         critic.critic.eval()
+    out = _update_metrics(sums, grad_norms, critic is not None, teachers is not None, bool(corrections))
+    out.update(groups_trained=len(keep), time_train_s=time.perf_counter() - start)
+    return out
+
+
+def _update_metrics(sums: dict, grad_norms: list[float], critic: bool, distill: bool, hindsight: bool) -> dict:
+    """The update's metrics from the sums its minibatches added: per-token means over trained tokens,
+    per-step means over optimizer steps."""
     n = max(sums["tokens"], 1.0)
     steps = max(len(grad_norms), 1)
     out = {
         "loss": sums["loss"] / steps,
         "entropy": sums["entropy"] / n,
         "kl": sums["kl"] / n,
-        **({"opd_kl": sums["opd_kl"] / n} if teachers is not None else {}),
-        **({"hindsight_nll": sums["hindsight_nll"]} if corrections else {}),
+        **({"opd_kl": sums["opd_kl"] / n} if distill else {}),
+        **({"hindsight_nll": sums["hindsight_nll"]} if hindsight else {}),
         "clip_frac": (sums["clip_low"] + sums["clip_high"]) / n,
         "clip_frac_low": sums["clip_low"] / n,
         "clip_frac_high": sums["clip_high"] / n,
         "grad_norm": sum(grad_norms) / steps,
         "optimizer_steps": len(grad_norms) - int(sums["nonfinite_minibatches"]),
         "nonfinite_minibatches": int(sums["nonfinite_minibatches"]),
-        "groups_trained": len(keep),
         "trained_tokens": sums["tokens"],
         "engine_logprob_abs_diff": sums["engine_lp_diff"] / n,
         "ratio_mean": sums["ratio"] / n,
         "ratio_max": sums["ratio_max"],
         **{f"entropy_turn{k[len('tokens_turn'):]}": sums["entropy_turn" + k[len("tokens_turn"):]] / v
            for k, v in sums.items() if k.startswith("tokens_turn") and v},
-        "time_train_s": time.perf_counter() - start,
     }
-    if critic is not None:
+    if critic:
         out.update(value_loss=sums["value_loss"] / steps, value_mse=sums["value_sq_err"] / n,
                    value_clip_frac=sums["value_clip"] / n)
     return out
