@@ -53,6 +53,8 @@ CASES = [
     ("recipe file missing", ["train", "recipes/nope.yaml"], "recipe file not found"),
     ("recipe is a list", ["train", "{tmp}/list.yaml"], "a recipe must be a mapping"),
     ("model directory missing", ["train", TINY, "--set", "model.name=./no-such-model"], "model.name: no such model"),
+    ("distillation teacher missing", ["train", TINY, "--set", "distill.teachers=[./no-teacher]"],
+     "distill.teachers: no such model directory"),
     ("SFT data file missing", ["train", TINY, "--set", "sft.data={tmp}/none.jsonl"], "sft.data: file not found"),
     ("SFT data with a broken line", ["train", TINY, "--set", "sft.data={tmp}/bad_sft.jsonl",
                                      "--set", "output_dir={tmp}/run"], "bad_sft.jsonl:2:"),

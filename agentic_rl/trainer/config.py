@@ -287,6 +287,8 @@ def _check(cfg: Config) -> None:
     _check_names(cfg.rl)
     _check_env(cfg.env)
     _check_distill(cfg.distill)
+    if cfg.hindsight.teacher and _missing_directory(cfg.hindsight.teacher):
+        raise ConfigError(f"hindsight.teacher: no such model directory: {cfg.hindsight.teacher}")
     if cfg.hindsight.coef < 0:
         raise ConfigError("hindsight.coef must be >= 0 (0 = off)")
     if not 0 <= cfg.sft.heldout < 1:
@@ -316,6 +318,11 @@ def _check(cfg: Config) -> None:
 LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
+def _missing_directory(name: str) -> bool:
+    """A model name written as a path (not a hub id like org/name) that does not exist."""
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1) and not Path(name).expanduser().exists()
+
+
 def _check_distill(d: DistillConfig) -> None:
     from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
 
@@ -332,6 +339,9 @@ def _check_distill(d: DistillConfig) -> None:
         raise ConfigError(f"distill.routes: teacher index {bad[0]} out of range for {len(d.teachers)} teachers")
     if d.routes and not d.route_key:
         raise ConfigError("distill.routes needs distill.route_key (the task meta field to route on)")
+    for name in d.teachers:  # a path that is not there fails now, not after the student has trained
+        if _missing_directory(name):
+            raise ConfigError(f"distill.teachers: no such model directory: {name}")
     if d.only and not d.teachers:
         raise ConfigError("distill.only needs distill.teachers")
     if d.coef < 0 or d.topk < 1:

@@ -44,7 +44,10 @@ class Teachers:
 def _frozen(name: str, tokenizer, key: str, why: str):
     from agentic_rl.models.loader import load_model
 
-    model, teacher_tokenizer = load_model(name)
+    try:
+        model, teacher_tokenizer = load_model(name)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{key}: {e}".replace("model.name: ", "")) from None
     if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"{key}: {name!r} does not share the student's tokenizer; {why}")
     model.requires_grad_(False)
