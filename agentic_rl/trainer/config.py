@@ -147,6 +147,7 @@ class EvalConfig:
     baselines: bool = True  # also evaluate the untrained model zero-shot and few-shot
     batch_size: int = 64
     seed: int = 12345
+    every: int = 0  # also evaluate every N RL steps (a learning curve in metrics.jsonl); 0 = at the end only
 
 
 @dataclass
@@ -193,7 +194,8 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1}
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
+             "eval.every": 0}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:

@@ -72,3 +72,8 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
     result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}") for s, ts in splits.items()}
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     return result
+
+
+def accuracies(result: dict) -> dict:
+    """An `evaluate` result as one metrics row: accuracy_<split> and accuracy_overall."""
+    return {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in result.items()}

@@ -22,7 +22,7 @@ from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.config import Config, to_dict
-from agentic_rl.trainer.evaluate import evaluate
+from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.stages import run_rl, run_sft
 from agentic_rl.trainer.state import Progress, StateStore, restore_rng
@@ -75,8 +75,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
 
     def held_out(name: str, fewshot: bool = False) -> None:
         results[name] = timed(f"eval_{name}", lambda: evaluate(engine, tokenizer, spec, cfg, fewshot, name))
-        accuracies = {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in results[name].items()}
-        logger.log({"step": 0, "stage": "eval", "model": name, **accuracies})
+        logger.log({"step": 0, "stage": "eval", "model": name, **accuracies(results[name])})
 
     def stage_done(stage: str, weights: bool) -> None:
         progress.stages.append(stage)

@@ -38,7 +38,8 @@ from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
-from agentic_rl.trainer.state import Progress, SavedState, StateStore
+from agentic_rl.trainer.evaluate import accuracies, evaluate
+from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.teachers import Teachers, hindsight_teacher, load_teachers
 
 
@@ -154,6 +155,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         record = _rl_step(step, model, tokenizer, engine, parts, cfg, logger, collect, correct)
         _watch(parts.monitor, parts.remedies, record, rl, logger)
         _count_bad_step(progress, record, rl, logger)
+        if cfg.eval.every and step % cfg.eval.every == 0 and step < rl.steps:  # the last: train() evaluates
+            _eval_during_rl(step, engine, tokenizer, spec, cfg, logger)
         progress.rl_step = step
         if store is not None and (step % cfg.checkpoint.every == 0 or step == rl.steps):
             progress.remedied = {k: v for k, v in dataclasses.asdict(rl).items() if v != original[k]}
@@ -165,6 +168,17 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         bar.set_postfix(reward=f"{record['reward_mean']:.2f}", acc=f"{record['accuracy']:.2f}")
     if parts.critic is not None:
         parts.critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def _eval_during_rl(step: int, engine, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
+    """Held-out accuracy after `step` (greedy, as the final evaluation). The RNG streams are put back
+    afterwards, so a run with a learning curve trains exactly as one without."""
+    rng = capture_rng()
+    t0 = time.perf_counter()
+    result = evaluate(engine, tokenizer, spec, cfg, label=f"rl step {step}")
+    restore_rng(rng)
+    logger.log({"step": step, "stage": "eval", "model": f"rl-step{step}", **accuracies(result),
+                "time_eval_s": round(time.perf_counter() - t0, 1)})
 
 
 def _prompt_tokens(spec: EnvSpec, cfg: Config, tokenizer) -> int:

@@ -37,3 +37,29 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     assert (tmp_path / "config.yaml").exists()
     traj = json.loads((tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()[0])
     assert len(traj["token_ids"]) == len(traj["loss_mask"])
+
+
+def test_eval_every_adds_a_learning_curve_without_changing_training(tmp_path, snapshot):
+    """`eval.every` evaluates between RL steps; the training rows and the final weights equal a run
+    without it (the curve is an observation, not an intervention: the evaluation puts the RNG streams
+    back and leaves the weights and the sampler's state alone)."""
+    base = ["eval.baselines=false", "rl.steps=3"]
+
+    def run(name: str, extra: list[str]):
+        loop.train(load_config("recipes/tiny.yaml", [*base, *extra, f"output_dir={tmp_path / name}"]))
+        rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return rows, {k: v.clone() for k, v in snapshot["model"].state_dict().items()}
+
+    plain_rows, plain_weights = run("plain", [])
+    curve_rows, curve_weights = run("curve", ["eval.every=1"])
+    curve = [r for r in curve_rows if r["stage"] == "eval" and r["model"].startswith("rl-step")]
+    assert [r["step"] for r in curve] == [1, 2]  # step 3 is the final evaluation, logged by train()
+    assert all(0 <= r["accuracy_overall"] <= 1 for r in curve)
+
+    def training(rows):
+        return [{k: v for k, v in r.items() if not k.startswith("time_") and k not in ("tokens_per_s_rollout",
+                                                                                        "mem_peak_rss_gb")}
+                for r in rows if r["stage"] in ("sft", "rl")]
+
+    assert training(curve_rows) == training(plain_rows)
+    assert all(torch.equal(plain_weights[k], curve_weights[k]) for k in plain_weights)
