@@ -4,9 +4,16 @@ Teachers must share the student's tokenizer (they read the student's token ids):
 load, with a clear error. They are forwarded one after the other on each micro-batch (never all
 activations at once), and a task can be routed to a subset of them by one of its meta fields
 (`distill.route_key`, `distill.routes`: value -> teacher index); other tasks get the merge of all.
+
+A teacher given as a PEFT LoRA adapter directory (one with `adapter_config.json`) is loaded onto its
+base model, and every adapter teacher with the same base shares one copy of it: N domain teachers
+cost one base plus N adapters, the teacher switched by `set_adapter` before its forward pass.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import torch
 
@@ -17,9 +24,21 @@ from agentic_rl.trainer.forward import policy_forward
 from agentic_rl.types import Batch, Task
 
 
+class AdapterTeacher:
+    """One LoRA adapter of a base shared with other teachers; active only for its own forward pass."""
+
+    def __init__(self, shared, name: str):
+        self.shared, self.name = shared, name
+
+    def activate(self):
+        self.shared.set_adapter(self.name)
+        return self.shared
+
+
 class Teachers:
     def __init__(self, models: list, weights: list[float], merge: str, route_key: str = "",
                  routes: dict[str, int] | None = None):
+        """`models`: full models, or `AdapterTeacher`s over a shared base."""
         self.models, self.weights, self.merge = models, weights, merge
         self.route_key, self.routes = route_key, dict(routes or {})
 
@@ -36,8 +55,10 @@ class Teachers:
         picked = self.chosen(task)
         lps = []
         for i in picked:  # one teacher at a time: only one set of activations alive
+            teacher = self.models[i]
+            model = teacher.activate() if isinstance(teacher, AdapterTeacher) else teacher
             with autocast(cfg.model.precision):
-                lps.append(policy_forward(self.models[i], batch, cfg.rollout.temperature, full=True).full)
+                lps.append(policy_forward(model, batch, cfg.rollout.temperature, full=True).full)
         return merge_teachers(lps, [self.weights[i] for i in picked], self.merge)
 
 
@@ -54,12 +75,45 @@ def _frozen(name: str, tokenizer, key: str, why: str):
     return model.eval()
 
 
+def adapter_base(path: str) -> str | None:
+    """The base model of a PEFT adapter directory, or None when `path` is not one."""
+    config = Path(path) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"distill.teachers: {path} is a LoRA adapter without base_model_name_or_path")
+    return base
+
+
+def _load_all(names: list[str], tokenizer, why: str) -> list:
+    """Full models load alone; adapters load onto one shared frozen copy of their base each."""
+    from peft import PeftModel
+
+    shared: dict[str, object] = {}
+    models = []
+    for i, name in enumerate(names):
+        base = adapter_base(name)
+        if base is None:
+            models.append(_frozen(name, tokenizer, "distill.teachers", why))
+            continue
+        adapter = f"teacher{i}"
+        if base not in shared:
+            shared[base] = PeftModel.from_pretrained(_frozen(base, tokenizer, "distill.teachers (adapter base)", why),
+                                                     name, adapter_name=adapter)
+        else:
+            shared[base].load_adapter(name, adapter_name=adapter)
+        shared[base].requires_grad_(False)
+        models.append(AdapterTeacher(shared[base].eval(), adapter))
+    return models
+
+
 def load_teachers(cfg: Config, tokenizer) -> Teachers | None:
     d = cfg.distill
     if not d.teachers:
         return None
     why = "on-policy distillation compares distributions over the same token ids"
-    models = [_frozen(name, tokenizer, "distill.teachers", why) for name in d.teachers]
+    models = _load_all(list(d.teachers), tokenizer, why)
     weights = list(d.weights) or [1.0] * len(models)
     return Teachers(models, weights, d.merge, d.route_key, d.routes)
 

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from agentic_rl.models.loader import tiny_model
+from agentic_rl.models.loader import load_model, tiny_model
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.forward import make_batch, policy_forward
 from agentic_rl.trainer.rl import rl_update
@@ -104,3 +104,42 @@ def test_the_tiny_recipe_runs_opd(tmp_path, tokenizer):
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 2 and all(r["opd_kl"] > 0 and r["optimizer_steps"] == 1 for r in rl)
+
+
+def _adapter(base_dir, out_dir, seed: int):
+    """A LoRA adapter on the saved base with random (non-identity) B matrices, saved as PEFT does."""
+    from peft import LoraConfig, get_peft_model
+
+    model, _ = load_model(str(base_dir))
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    peft.save_pretrained(out_dir)
+    return peft.merge_and_unload().eval()
+
+
+def test_adapter_teachers_share_one_base_and_score_as_their_merged_models(tmp_path, tokenizer, make_group):
+    """Two LoRA-adapter teachers on one base: the base is loaded once (both teachers hold the same
+    module), and each teacher's log-probabilities equal those of its adapter merged into a full copy
+    of the base, so sharing changes memory, not the signal."""
+    base_dir = tmp_path / "base"
+    tiny_model(tokenizer, seed=3).save_pretrained(base_dir)
+    tokenizer.save_pretrained(base_dir)
+    merged = [_adapter(base_dir, tmp_path / f"adapter{i}", seed=i) for i in range(2)]
+    cfg = load_config(None, ["model.precision=fp32",  # the reference below runs in fp32 too
+                             f"distill.teachers=[{tmp_path / 'adapter0'}, {tmp_path / 'adapter1'}]"])
+    teachers = load_teachers(cfg, tokenizer)
+    assert teachers.models[0].shared is teachers.models[1].shared
+    assert not any(p.requires_grad for p in teachers.models[0].shared.parameters())
+    batch = make_batch(make_group(0, [0.0], torch.Generator().manual_seed(0)).trajectories, 0)
+    for i, reference in enumerate(merged):
+        routed = Teachers(teachers.models, [1.0, 1.0], "logits", "pick", {"a": 0, "b": 1})
+        got = routed.logprobs(Task("t", "p", meta={"pick": "ab"[i]}), batch, cfg)
+        want = policy_forward(reference, batch, cfg.rollout.temperature, full=True).full
+        assert torch.allclose(got, want, atol=1e-5), (i, (got - want).abs().max())
+    first = routed.logprobs(Task("t", "p", meta={"pick": "a"}), batch, cfg)
+    second = routed.logprobs(Task("t", "p", meta={"pick": "b"}), batch, cfg)
+    assert (first - second).abs().max() > 1e-3  # the adapters differ, so the switch is real
