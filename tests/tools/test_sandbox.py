@@ -133,6 +133,19 @@ def test_session_keeps_variables_and_recovers_from_a_timeout():
         assert after.stdout == "fresh\n" and "variables are gone" in after.stderr
 
 
+def test_a_cell_reading_stdin_gets_end_of_file_like_a_one_shot_run():
+    """The worker's protocol arrives on its stdin; a cell's `input()` must not block on it (a hang
+    until the wall clock, the session's state lost) nor read a protocol line: it gets end-of-file at
+    once, as `run_python` (stdin /dev/null) does."""
+    assert "EOFError" in run_python("input('?')", FAST).stderr
+    with PythonSession(SandboxConfig(timeout_s=2.0)) as s:
+        s.run("keep = 3")
+        cell = s.run("input('number: ')")
+        assert cell.exit_code == 1 and "EOFError" in cell.stderr and not cell.timed_out
+        assert s.run("import sys, os\nprint(repr(sys.stdin.read()), repr(os.read(0, 10)))").stdout == "'' b''\n"
+        assert s.run("print(keep)").stdout == "3\n"  # the worker was not restarted
+
+
 def test_session_survives_a_memory_bomb():
     with PythonSession(SandboxConfig(memory_mb=256)) as s:
         s.run("keep = 7")

@@ -26,14 +26,18 @@ from agentic_rl.tools.sandbox.runner import (
     with_limits,
 )
 
-# Runs inside the sandbox (stdlib only). The protocol uses a private copy of fd 1; fds 1 and 2 then
-# point at /dev/null, so output written around Python's sys.stdout cannot corrupt it.
+# Runs inside the sandbox (stdlib only). The protocol uses private copies of fds 0 and 1; fds 0, 1
+# and 2 then point at /dev/null, so output written around Python's sys.stdout cannot corrupt it and
+# a cell that reads stdin (`input()`) gets end-of-file at once, as in a one-shot run, instead of
+# blocking on the protocol pipe until the wall clock kills the worker.
 WORKER = r"""
 import io, json, os, sys, traceback
-proto_in, proto_out = os.fdopen(0, "r"), os.fdopen(os.dup(1), "w")
+proto_in, proto_out = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w")
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1)
 os.dup2(null, 2)
+sys.stdin = open(os.devnull)
 CAP = int(sys.argv[1])
 
 class Capped(io.TextIOBase):
