@@ -12,7 +12,7 @@ policy's samples, the mix an RL step on code sees). Three arms see the same cand
 tier on every candidate, the top tier behind the ladder's content-hash verdict cache (so duplicate
 samples are verified once: the speedup over it is escalation's alone), and the ladder. The output
 gives wall seconds, the accepted sets (which must be equal) and each tier's calls, pass rate and time.
-Writes benchmarks/results/verifier_ladder_<candidates>.json.
+Writes benchmarks/results/verifier_ladder_<candidates>[_<problems>x<samples>][_only].json.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def main() -> None:
     tiers = {t.name: {"calls": t.calls, "pass_rate": round(t.passes / max(t.calls, 1), 3),
                       "seconds": round(t.seconds, 2), "ms_per_call": round(1000 * t.seconds / max(t.calls, 1), 2)}
              for t in ladder.tiers}
-    name = args.candidates + ("_only" if args.no_canonical else "")
+    name = args.candidates + (f"_{n}x{args.samples}" if args.candidates == "policy" else "") + (
+        "_only" if args.no_canonical else "")
     out = {"candidates_kind": name, "problems": n, "candidates": len(candidates), "mix": dict(kinds), "top_tier_only_s": round(top_s, 2),
            "top_tier_cached_s": round(top_cached_s, 2), "ladder_s": round(ladder_s, 2),
            "speedup": round(top_s / ladder_s, 2), "speedup_vs_cached_top": round(top_cached_s / ladder_s, 2),
