@@ -2,19 +2,25 @@
 knobs that shrink it) instead of being killed by the OOM killer an hour in.
 
 The estimate, in bytes, for P parameters (P_t of them trainable), vocabulary V, hidden size H and
-L layers, with the largest micro-batch (one group: G rows of T tokens):
+L layers, with the largest micro-batch (one group: a prompt of p tokens shared by G rows, each row
+at most E generated tokens and O observation tokens):
 
     weights 4P  +  gradients 4P_t  +  AdamW moments 8P_t
     +  a frozen reference 4P (KL on a full fine-tune)  +  a critic model 16P  +  the sampler's bf16 copy 2P
-    +  activations  G*T * (L * 34H * 2  +  3 * 4V)  (+ G*T * L * 34H * 2 for a critic model's own pass)
+    +  4P per distillation teacher (an upper bound for LoRA-adapter teachers, which share one base)
+    +  autocast's bf16 casts of the weights 2P (kept for the backward)  +  0.5 GiB for the runtime
+    +  activations  (p + G*(E + O)) * L * 34H * 2  +  G*E * 3 * 4V
+       (+ the same layer term again for a critic model's own pass; + G*E * 4V for the teachers' logits)
 
-The activation term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
-activations, doubled for fp32, plus the logits, their log-softmax and its gradient in fp32
-(1.77 MB per token for SmolLM2-135M; measured 1.9-2.1 MB per token for a forward and backward
-pass of 4-8 rows of 400 tokens under bf16 autocast). T is the worst case: the env's prompt
-(measured on a training task), the whole generated-token budget and 48 observation tokens per tool
-turn. The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate (`memory_estimate`
-event) to compare.
+The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
+activations, doubled for fp32. The prompt counts once: the trainer forwards a group's shared prefix
+once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are turned into logits,
+so the vocabulary term (the logits, their log-softmax and its gradient in fp32: 0.59 MB per token
+for SmolLM2-135M) covers E tokens a row; the layer term is 1.17 MB per token. p is measured on a
+training task; E is the whole generated-token budget and O allows 48 tokens per tool turn, the
+worst case. The runtime allowance covers Python, torch and the allocator's slack (a process with
+torch and transformers imported holds 0.23 GiB). The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate
+(`memory_estimate` event) to compare.
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ import resource
 import sys
 from pathlib import Path
 
+import torch
+
 from agentic_rl.engines.precision import inference_dtype
 from agentic_rl.models.lora import is_lora
 from agentic_rl.trainer.config import Config
 
 GB = 1024**3
 OBSERVATION_TOKENS = 48  # allowance per tool turn
+RUNTIME_BYTES = GB // 2
 
 
 class MemoryBudgetError(ValueError):
@@ -41,7 +50,9 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
     P = sum(p.numel() for p in model.parameters())
     P_t = sum(p.numel() for p in model.parameters() if p.requires_grad)
     hidden = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
-    tokens = rl.group_size * (prompt_tokens + ro.max_episode_tokens + OBSERVATION_TOKENS * (ro.max_turns - 1))
+    generated = rl.group_size * ro.max_episode_tokens  # the tokens turned into logits
+    tokens = prompt_tokens + generated + rl.group_size * OBSERVATION_TOKENS * (ro.max_turns - 1)
+    teachers = len(cfg.distill.teachers)
     parts = {
         "weights": 4 * P,
         "gradients": 4 * P_t,
@@ -49,8 +60,12 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
         "reference": 4 * P if rl.kl_coef > 0 and not is_lora(model) else 0,
         "critic_model": 16 * P if rl.critic == "model" else 0,
         "sampler_copy": 2 * P if inference_dtype(cfg.model.precision) != model.dtype else 0,
-        "activations": tokens * (hidden + 3 * 4 * conf.vocab_size),
+        "autocast_copy": 2 * P_t if inference_dtype(cfg.model.precision) == torch.bfloat16 != model.dtype else 0,
+        "runtime": RUNTIME_BYTES,
+        "teachers": 4 * P * teachers,
+        "activations": tokens * hidden + generated * 3 * 4 * conf.vocab_size,
         "critic_activations": tokens * hidden if rl.critic == "model" else 0,  # its own forward and backward
+        "teacher_logits": generated * 4 * conf.vocab_size if teachers else 0,
     }
     return {k: float(v) for k, v in parts.items()}
 
