@@ -73,9 +73,11 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         results["timing_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    def held_out(name: str, fewshot: bool = False) -> None:
+    def held_out(name: str, fewshot: bool = False, step: int = 0) -> None:
+        # `step` is the RL step the weights have seen, so the final point sits at the end of the
+        # `eval.every` curve (the baselines and the SFT model are step 0)
         results[name] = timed(f"eval_{name}", lambda: evaluate(engine, tokenizer, spec, cfg, fewshot, name))
-        logger.log({"step": 0, "stage": "eval", "model": name, **accuracies(results[name])})
+        logger.log({"step": step, "stage": "eval", "model": name, **accuracies(results[name])})
 
     def stage_done(stage: str, weights: bool) -> None:
         progress.stages.append(stage)
@@ -102,7 +104,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         progress.stages.append("rl")
     if cfg.rl.steps:
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "rl")
-        held_out("rl")
+        held_out("rl", step=cfg.rl.steps)
     logger.close()
     (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
     write_report(run_dir, tokenizer)

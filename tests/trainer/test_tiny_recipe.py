@@ -54,6 +54,7 @@ def test_eval_every_adds_a_learning_curve_without_changing_training(tmp_path, sn
     curve_rows, curve_weights = run("curve", ["eval.every=1"])
     curve = [r for r in curve_rows if r["stage"] == "eval" and r["model"].startswith("rl-step")]
     assert [r["step"] for r in curve] == [1, 2]  # step 3 is the final evaluation, logged by train()
+    assert [r["step"] for r in curve_rows if r["stage"] == "eval" and r["model"] == "rl"] == [3]
     assert all(0 <= r["accuracy_overall"] <= 1 for r in curve)
 
     def training(rows):
