@@ -121,7 +121,7 @@ class DistillConfig:
     teachers: list[str] = field(default_factory=list)  # models sharing the student's tokenizer; [] = off
     weights: list[float] = field(default_factory=list)  # merge weights; [] = equal
     merge: str = "logits"  # logits (geometric mixture) | probs (arithmetic mixture)
-    loss: str = "full"  # full | topk | sampled: the reverse-KL estimator
+    loss: str = "full"  # full | topk | sampled (reverse-KL estimators) | forward (forward KL)
     topk: int = 32
     coef: float = 1.0  # the OPD term's weight: RL + coef x OPD
     only: bool = False  # OPD alone: the policy-gradient term is dropped (rewards are still logged)

@@ -75,6 +75,32 @@ def test_sampled_gradient_is_the_full_gradient_in_expectation():
     assert torch.allclose(expected, full_grad, atol=1e-12)
 
 
+def test_forward_kl_closed_form_and_it_reports_the_reverse_kl():
+    """p_s = (0.5, 0.3, 0.2), p_t = (0.2, 0.5, 0.3):
+    KL(t||s) = 0.2 ln 0.4 + 0.5 ln(5/3) + 0.3 ln 1.5 = -0.183258 + 0.255413 + 0.121640 = 0.193795;
+    its metric is the reverse KL of the first test (0.223804), so `opd_kl` compares across losses."""
+    out = DISTILL_LOSSES.get("forward")(_lp([0.5, 0.3, 0.2]), _lp([0.2, 0.5, 0.3]), torch.tensor([0]), 0)
+    expected = 0.2 * math.log(0.4) + 0.5 * math.log(5 / 3) + 0.3 * math.log(1.5)
+    assert out.loss_N.item() == pytest.approx(expected, abs=1e-12)
+    assert out.loss_N.item() == pytest.approx(0.193795, abs=1e-6)
+    assert out.kl_N.item() == pytest.approx(0.223804, abs=1e-6)
+
+
+def test_forward_kl_gradient_is_student_minus_teacher():
+    """d/dz sum_v p_t (log p_t - log_softmax(z)_v) = softmax(z) - p_t. The reverse KL's gradient,
+    p_s (log p_s - log p_t - KL), is near 0 on a token the student gives almost no mass, the forward
+    one is near -p_t there: (student, teacher) = (0.02, 0.68) on the calculator's second-call token."""
+    logits = torch.tensor([[math.log(0.02), math.log(0.90), math.log(0.08)]], dtype=torch.float64, requires_grad=True)
+    t = _lp([0.68, 0.30, 0.02])
+    s = torch.log_softmax(logits, -1)
+    (fwd,) = torch.autograd.grad(DISTILL_LOSSES.get("forward")(s, t, None, 0).loss_N.sum(), logits)
+    assert torch.allclose(fwd, s.exp().detach() - t.exp(), atol=1e-12)
+    s = torch.log_softmax(logits, -1)
+    (rev,) = torch.autograd.grad(DISTILL_LOSSES.get("full")(s, t, None, 0).loss_N.sum(), logits)
+    assert fwd[0, 0].item() == pytest.approx(-0.66, abs=1e-9)
+    assert -0.2 < rev[0, 0].item() < 0  # same direction, a fraction of the push
+
+
 @pytest.mark.parametrize("rule", ["logits", "probs"])
 def test_identical_teachers_merge_to_the_teacher(rule):
     _, t = _random(4, 30, 5)

@@ -24,15 +24,15 @@ def _peaked_teacher(tokenizer):
     return teacher.eval().requires_grad_(False)
 
 
-def _kl(student, teacher, groups, cfg) -> float:
-    """Exact reverse KL(student || teacher) per trained token, summed over the groups."""
+def _kl(student, teacher, groups, cfg, forward: bool = False) -> float:
+    """Exact reverse KL(student || teacher) (or forward KL(teacher || student)) per trained token."""
     total, n = 0.0, 0
     with torch.no_grad():
         for g in groups:
             batch = make_batch(g.trajectories, 0)
             s = policy_forward(student, batch, full=True).full
             t = policy_forward(teacher, batch, full=True).full
-            total += float((s.exp() * (s - t)).sum())
+            total += float((t.exp() * (t - s)).sum() if forward else (s.exp() * (s - t)).sum())
             n += s.shape[0]
     return total / n
 
@@ -56,6 +56,29 @@ def test_opd_alone_moves_the_student_towards_the_teacher(tiny, tokenizer, make_g
         kls.append(_kl(tiny, teacher, groups, cfg))
     assert m["optimizer_steps"] == 1 and m["opd_kl"] > 0
     assert all(b < a for a, b in zip(kls, kls[1:])), kls
+
+
+def test_forward_kl_opd_lowers_the_forward_kl_and_reports_the_reverse(tiny, tokenizer, make_group):
+    """`distill.loss: forward` minimizes KL(teacher || student) on the student's samples: the update
+    is a descent direction, so a small plain gradient step lowers it at every update, and the logged
+    `opd_kl` is the exact reverse KL of the batch before the update. (SGD, not Adam, whose first step
+    moves every weight by lr whatever the gradient; and a small step: the tiny model's tied 49k-token
+    embedding is steep along the forward gradient, which spreads over the whole vocabulary, and
+    steps of 0.05 or more overshoot.)"""
+    cfg = load_config(None, ["distill.teachers=[in-memory]", "distill.only=true", "distill.loss=forward"])
+    teacher = _peaked_teacher(tokenizer)
+    teachers = Teachers([teacher], [1.0], "logits")
+    gen = torch.Generator().manual_seed(0)
+    groups = [make_group(i, [0.0] * 4, gen) for i in range(2)]
+    advantages = [torch.zeros(len(t.token_ids())) for g in groups for t in g.trajectories]
+    opt = torch.optim.SGD(tiny.parameters(), lr=5e-3)
+    fwd = [_kl(tiny, teacher, groups, cfg, forward=True)]
+    for _ in range(3):
+        reverse_before = _kl(tiny, teacher, groups, cfg)
+        m = rl_update(tiny, opt, groups, advantages, cfg, 0, teachers=teachers)
+        assert m["opd_kl"] == pytest.approx(reverse_before, rel=1e-3)
+        fwd.append(_kl(tiny, teacher, groups, cfg, forward=True))
+    assert all(b < a for a, b in zip(fwd, fwd[1:])), fwd
 
 
 def test_topk_over_the_whole_vocabulary_updates_exactly_like_full(tokenizer, make_group):
