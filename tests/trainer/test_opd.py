@@ -37,6 +37,16 @@ def _kl(student, teacher, groups, cfg, forward: bool = False) -> float:
     return total / n
 
 
+def _flat_batch(tokenizer, make_group):
+    """A peaked teacher and two groups whose rewards are all equal: no policy-gradient signal, so
+    only the distillation term moves the student."""
+    teacher = _peaked_teacher(tokenizer)
+    gen = torch.Generator().manual_seed(0)
+    groups = [make_group(i, [0.0] * 4, gen) for i in range(2)]
+    advantages = [torch.zeros(len(t.token_ids())) for g in groups for t in g.trajectories]
+    return teacher, Teachers([teacher], [1.0], "logits"), groups, advantages
+
+
 def test_opd_alone_moves_the_student_towards_the_teacher(tiny, tokenizer, make_group):
     """Rewards all equal (no policy-gradient signal at all), OPD alone with the full-vocabulary loss:
     each update must lower the exact reverse KL on the batch. (The top-k and sampled estimators are
@@ -44,11 +54,7 @@ def test_opd_alone_moves_the_student_towards_the_teacher(tiny, tokenizer, make_g
     student over 49k tokens their one-sample and top-64 views of a peaked teacher are too weak to
     show a decrease in four steps, which is the regime's nature, not a bug.)"""
     cfg = load_config(None, ["rl.lr=2e-3", "distill.teachers=[in-memory]", "distill.only=true"])
-    teacher = _peaked_teacher(tokenizer)
-    teachers = Teachers([teacher], [1.0], "logits")
-    gen = torch.Generator().manual_seed(0)
-    groups = [make_group(i, [0.0] * 4, gen) for i in range(2)]
-    advantages = [torch.zeros(len(t.token_ids())) for g in groups for t in g.trajectories]
+    teacher, teachers, groups, advantages = _flat_batch(tokenizer, make_group)
     opt = torch.optim.AdamW(tiny.parameters(), lr=2e-3)
     kls = [_kl(tiny, teacher, groups, cfg)]
     for _ in range(4):
@@ -66,11 +72,7 @@ def test_forward_kl_opd_lowers_the_forward_kl_and_reports_the_reverse(tiny, toke
     embedding is steep along the forward gradient, which spreads over the whole vocabulary, and
     steps of 0.05 or more overshoot.)"""
     cfg = load_config(None, ["distill.teachers=[in-memory]", "distill.only=true", "distill.loss=forward"])
-    teacher = _peaked_teacher(tokenizer)
-    teachers = Teachers([teacher], [1.0], "logits")
-    gen = torch.Generator().manual_seed(0)
-    groups = [make_group(i, [0.0] * 4, gen) for i in range(2)]
-    advantages = [torch.zeros(len(t.token_ids())) for g in groups for t in g.trajectories]
+    teacher, teachers, groups, advantages = _flat_batch(tokenizer, make_group)
     opt = torch.optim.SGD(tiny.parameters(), lr=5e-3)
     fwd = [_kl(tiny, teacher, groups, cfg, forward=True)]
     for _ in range(3):
