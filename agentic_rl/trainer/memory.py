@@ -2,15 +2,15 @@
 knobs that shrink it) instead of being killed by the OOM killer an hour in.
 
 The estimate, in bytes, for P parameters (P_t of them trainable), vocabulary V, hidden size H and
-L layers, with the largest micro-batch (one group: a prompt of p tokens shared by G rows, each row
-at most E generated tokens and O observation tokens):
+L layers, with the largest micro-batch (k = max(1, rl.micro_batch_rows // G) groups, each a prompt of
+p tokens shared by its G rows; R = kG rows, each at most E generated tokens and O observation tokens):
 
     weights 4P  +  gradients 4P_t  +  AdamW moments 8P_t
     +  a frozen reference 4P (KL on a full fine-tune)  +  a critic model 16P  +  the sampler's bf16 copy 2P
     +  4P per distillation teacher (an upper bound for LoRA-adapter teachers, which share one base)
     +  autocast's bf16 casts of the weights 2P (kept for the backward)  +  0.5 GiB for the runtime
-    +  activations  (p + G*(E + O)) * L * 34H * 2  +  G*E * 3 * 4V
-       (+ the same layer term again for a critic model's own pass; + G*E * 4V for the teachers' logits)
+    +  activations  (k*p + R*(E + O)) * L * 34H * 2  +  R*E * 3 * 4V
+       (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
 activations, doubled for fp32. The prompt counts once: the trainer forwards a group's shared prefix
@@ -50,8 +50,10 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
     P = sum(p.numel() for p in model.parameters())
     P_t = sum(p.numel() for p in model.parameters() if p.requires_grad)
     hidden = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
-    generated = rl.group_size * ro.max_episode_tokens  # the tokens turned into logits
-    tokens = prompt_tokens + generated + rl.group_size * OBSERVATION_TOKENS * (ro.max_turns - 1)
+    groups = max(1, rl.micro_batch_rows // rl.group_size)  # small groups share a micro-batch
+    rows = groups * rl.group_size
+    generated = rows * ro.max_episode_tokens  # the tokens turned into logits
+    tokens = groups * prompt_tokens + generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
     teachers = len(cfg.distill.teachers)
     parts = {
         "weights": 4 * P,

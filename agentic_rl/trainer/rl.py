@@ -1,9 +1,11 @@
 """The RL update: scored groups + advantages -> per-token loss -> optimizer steps.
 
 The groups of one rollout are split into `rl.minibatches` minibatches, each one optimizer step, for
-`rl.epochs` passes (PPO's minibatch epochs: more learning per sampled token). Within a minibatch there is one micro-batch per
-group (its rows share the prompt, forwarded once); losses use the minibatch's global normalizer, so
-the gradient equals the whole minibatch's gradient however it is split.
+`rl.epochs` passes (PPO's minibatch epochs: more learning per sampled token). Within a minibatch a
+micro-batch is one group (its rows share the prompt, forwarded once), or several small groups up to
+`rl.micro_batch_rows` rows (they share the system prompt and tool schemas; one wide forward costs
+less than many narrow ones); losses use the minibatch's global normalizer, so the gradient equals
+the whole minibatch's gradient however it is split.
 
 Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gradient signal.
 Without a KL, entropy or value term they are dropped before the split (DAPO's dynamic-sampling
@@ -141,12 +143,15 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     trajs = [t for g, _, _ in work for t in g.trajectories if not (rl.mask_truncated and t.truncated)]
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
-    for group, advantages, target in work:
-        batch = make_batch(group.trajectories, pad_id, advantages)
+    for micro in micro_batches(work, rl.micro_batch_rows, teachers):
+        rows = [t for group, _, _ in micro for t in group.trajectories]
+        batch = make_batch(rows, pad_id, [a for _, adv, _ in micro for a in adv])
         mask = batch.loss_mask
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
-            mask = mask_truncated(mask, torch.tensor([t.truncated for t in group.trajectories]))
-        loss = _group_loss(model, group, batch, mask, norm, cfg, ref_model, critic, target, teachers, on_policy, sums)
+            mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows]))
+        target = None if micro[0][2] is None else tuple([x for _, _, t in micro for x in t[k]] for k in range(2))
+        loss = _micro_loss(model, micro[0][0].task, rows, batch, mask, norm, cfg, ref_model, critic, target,
+                           teachers, on_policy, sums)
         loss.backward()
         sums["loss"] += float(loss.detach())
     if corrections:
@@ -161,12 +166,31 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     return grad_norm
 
 
-def _turn_sums(group, batch, mask, entropy_BT: torch.Tensor, sums: dict) -> None:
+def micro_batches(work: Sequence, max_rows: int, teachers=None) -> list[list]:
+    """Consecutive (group, advantages, target) items packed into micro-batches of at most `max_rows`
+    rows; a group is never split (its rows share the prompt), and groups routed to different
+    teachers never share one (the teachers score a micro-batch as a whole)."""
+    out: list[list] = []
+    rows = 0
+    route = None
+    for item in work:
+        n = len(item[0].trajectories)
+        key = tuple(teachers.chosen(item[0].task)) if teachers is not None else None
+        if out and rows + n <= max_rows and key == route:
+            out[-1].append(item)
+            rows += n
+        else:
+            out.append([item])
+            rows, route = n, key
+    return out
+
+
+def _turn_sums(trajectories: Sequence[Trajectory], batch, mask, entropy_BT: torch.Tensor, sums: dict) -> None:
     """Entropy summed per turn index (the first action, the second, ...): collapse often starts in
     one turn of the episode before the mean shows it."""
     turns = batch_layout([torch.tensor([k for k, turn in enumerate(t.turns)
                                         for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
-                          for t in group.trajectories], batch)
+                          for t in trajectories], batch)
     for k in range(int(turns.max()) + 1 if turns.numel() else 0):
         sel = mask * (turns == k)
         sums[f"entropy_turn{k}"] = sums.get(f"entropy_turn{k}", 0.0) + float((entropy_BT * sel).sum())
@@ -194,10 +218,11 @@ def _distill_term(student_NV, teacher_NV, batch, mask, norm: float, cfg: Config,
     return d.coef * AGGREGATIONS.get(cfg.rl.aggregation)(per_token, mask, norm)
 
 
-def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, critic, target, teachers,
-                on_policy: bool, sums: dict) -> torch.Tensor:
-    """The loss of one group's micro-batch: policy loss + entropy bonus + KL term + value loss
-    + the on-policy distillation term."""
+def _micro_loss(model, task, rows: Sequence[Trajectory], batch, mask, norm: float, cfg: Config, ref_model, critic,
+                target, teachers, on_policy: bool, sums: dict) -> torch.Tensor:
+    """The loss of one micro-batch (one or more whole groups; `task` routes the teachers, which
+    `micro_batches` made the same for all of them): policy loss + entropy bonus + KL term + value
+    loss + the on-policy distillation term."""
     rl = cfg.rl
     aggregate = AGGREGATIONS.get(rl.aggregation)
     shared = critic is not None and critic.critic.shared
@@ -211,7 +236,7 @@ def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, 
     # OPD alone drops the policy-gradient term (rewards are then only logged)
     loss = aggregate(pg.per_token_loss_BT, mask, norm) if not cfg.distill.only else torch.zeros(())
     if teachers is not None:
-        loss = loss + _distill_term(out.full, teachers.logprobs(group.task, batch, cfg), batch, mask, norm, cfg, sums)
+        loss = loss + _distill_term(out.full, teachers.logprobs(task, batch, cfg), batch, mask, norm, cfg, sums)
     if rl.entropy_coef > 0:
         loss = loss + entropy_bonus(out.entropy, mask, rl.entropy_coef, aggregate, norm)
     if rl.kl_coef > 0 and rl.kl_mode == "loss":
@@ -230,7 +255,7 @@ def _group_loss(model, group, batch, mask, norm: float, cfg: Config, ref_model, 
         sums["value_sq_err"] += float(v.metrics["value_sq_err_sum"])
         sums["value_clip"] += float(v.metrics["value_clip_tokens"])
     sums["entropy"] += float((out.entropy.detach() * mask).sum())
-    _turn_sums(group, batch, mask, out.entropy.detach(), sums)
+    _turn_sums(rows, batch, mask, out.entropy.detach(), sums)
     ratio = torch.exp((logp.detach() - old) * mask)
     sums["ratio"] += float((ratio * mask).sum())
     if mask.any():

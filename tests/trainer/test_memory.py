@@ -21,33 +21,40 @@ def test_estimate_counts_each_copy_of_the_weights(tiny):
     assert parts["reference"] == 4 * P and parts["critic_model"] == 16 * P
 
 
-def test_activation_term_follows_group_size_and_episode_budget(tiny):
-    """Without a prompt every activation byte belongs to a row: twice the rows, twice the bytes."""
-    small = estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", ["rl.group_size=4"]), 0)["activations"]
-    big = estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", ["rl.group_size=8"]), 0)["activations"]
-    assert big == 2 * small
+def test_activation_term_follows_the_rows_of_a_micro_batch(tiny):
+    """Without a prompt every activation byte belongs to a row: twice the rows, twice the bytes. One
+    group per micro-batch, a group of 8 is twice a group of 4; with `rl.micro_batch_rows: 8` two
+    groups of 4 share a micro-batch and cost what one group of 8 does."""
+    act = lambda *o: estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", list(o)), 0)["activations"]  # noqa: E731
+    small = act("rl.group_size=4", "rl.micro_batch_rows=1")
+    assert act("rl.group_size=8", "rl.micro_batch_rows=1") == 2 * small
+    assert act("rl.group_size=4", "rl.micro_batch_rows=8") == act("rl.group_size=8", "rl.micro_batch_rows=8") == 2 * small
 
 
 def test_the_shared_prompt_counts_once_and_only_sampled_tokens_get_logits(tiny):
     """The trainer forwards a group's prompt once and repeats its KV cache, and turns only sampled
     tokens into logits. So p more prompt tokens add p * L * 34H * 2 bytes (the layer term, once, not
     G times, and no vocabulary term); one more generated token per row adds G * (L * 34H * 2 + 12V)."""
-    cfg = load_config("recipes/tiny.yaml", ["rl.group_size=4"])
+    cfg = load_config("recipes/tiny.yaml", ["rl.group_size=4", "rl.micro_batch_rows=4"])
     conf = tiny.config
     layer = conf.num_hidden_layers * 34 * conf.hidden_size * 2
     base = estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"]
     assert estimate_rl_bytes(tiny, cfg, prompt_tokens=512)["activations"] - base == 512 * layer
     cfg.rollout.max_episode_tokens += 1
     assert estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"] - base == 4 * (layer + 12 * conf.vocab_size)
+    cfg.rl.micro_batch_rows = 8  # two groups, two prompts (they share only the system prompt)
+    assert (estimate_rl_bytes(tiny, cfg, prompt_tokens=512)["activations"]
+            - estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"]) == 2 * 512 * layer
 
 
 def test_teachers_add_their_weights_and_logits(tiny):
-    """Each OPD teacher holds a frozen copy (4P); their logits over the sampled tokens add G*E*4V."""
+    """Each OPD teacher holds a frozen copy (4P); their logits over a micro-batch's sampled tokens add
+    R*E*4V (the tiny recipe: two groups of 4, R = 8 rows)."""
     P = sum(p.numel() for p in tiny.parameters())
     cfg = load_config("recipes/tiny.yaml")
     cfg.distill.teachers = ["a", "b"]
     parts = estimate_rl_bytes(tiny, cfg)
-    generated = cfg.rl.group_size * cfg.rollout.max_episode_tokens
+    generated = 8 * cfg.rollout.max_episode_tokens
     assert parts["teachers"] == 8 * P and parts["teacher_logits"] == generated * 4 * tiny.config.vocab_size
 
 

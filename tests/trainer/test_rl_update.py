@@ -11,7 +11,7 @@ import torch
 
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_advantages
-from agentic_rl.trainer.rl import rl_update, split_minibatches
+from agentic_rl.trainer.rl import micro_batches, rl_update, split_minibatches
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
 
@@ -22,6 +22,56 @@ def test_split_minibatches_covers_every_group_once(make_group):
             assert [i for p in parts for i in p] == list(range(n))
             if n:
                 assert len(parts) == min(k, n) and max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+class _Routes:
+    """Stands in for `Teachers` in the packing: group i is routed to teacher i // 2."""
+
+    def chosen(self, task):
+        return [int(task.id) // 2]
+
+
+def test_micro_batches_pack_small_groups_never_split_one_nor_mix_teachers(make_group):
+    gen = torch.Generator().manual_seed(0)
+    sizes = [2, 2, 2, 2, 2, 8, 2]
+    work = [(make_group(i, [0.0] * n, gen), None, None) for i, n in enumerate(sizes)]
+    ids = lambda packed: [[int(g.task.id) for g, _, _ in m] for m in packed]  # noqa: E731
+    assert ids(micro_batches(work, 8)) == [[0, 1, 2, 3], [4], [5], [6]]
+    assert ids(micro_batches(work, 1)) == [[i] for i in range(7)]  # one group each: the old layout
+    assert ids(micro_batches(work, 8, _Routes())) == [[0, 1], [2, 3], [4], [5], [6]]
+
+
+def _own_prompts(groups):
+    """Give each group a prompt of its own after a shared head (system prompt and tools, then the
+    task), so a merged micro-batch shares only the head."""
+    out = []
+    for i, g in enumerate(groups):
+        prompt = (*range(10, 16), 300 + i, 400 + i)
+        trajs = tuple(Trajectory(t.task, (replace(t.turns[0], obs_ids=prompt), *t.turns[1:]), reward=t.reward)
+                      for t in g.trajectories)
+        out.append(TrajectoryGroup(g.task, trajs))
+    return out
+
+
+def test_merged_micro_batches_give_the_update_of_one_group_per_forward(tokenizer, make_group):
+    """Four groups of 2 with their own prompts: one micro-batch of 8 rows (sharing only the prompt
+    head) and four of 2 give the same update — the loss is a sum over rows with the minibatch's
+    normalizer, whatever the forward passes. SGD, so the update is the gradient itself; fp32."""
+    from agentic_rl.models.loader import tiny_model
+
+    gen = torch.Generator().manual_seed(5)
+    groups = _own_prompts([make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0], [0.0, 1.0], [0.3, 1.0], [1.0, 0.2]])])
+    deltas = []
+    for rows in (8, 2):
+        cfg = load_config("recipes/tiny.yaml", [f"rl.micro_batch_rows={rows}", "rl.lr=1.0"])
+        model = tiny_model(tokenizer, seed=0).eval()
+        before = model.lm_head.weight.detach().clone()
+        m = rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups,
+                      compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
+        assert m["optimizer_steps"] == 1 and m["trained_tokens"] == 8 * 10
+        deltas.append(model.lm_head.weight.detach() - before)
+    assert deltas[0].abs().max() > 0
+    torch.testing.assert_close(deltas[0], deltas[1], rtol=1e-4, atol=1e-7)
 
 
 def _update(tiny, tokenizer, make_group, minibatches: int, rewards: list[list[float]]):
