@@ -57,9 +57,22 @@ def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequenc
         "turns_per_episode": m["turns_per_episode"],
         "truncation_rate": m["truncation_rate"],
         "tokens_generated": m["tokens_generated"],
+        **_by_kind(groups),
         "samples": [{"prompt": g.task.prompt, "answer": g.task.answer, "output": " | ".join(
             t.action_text for t in g.trajectories[0].turns), "reward": g.trajectories[0].reward} for g in groups[:3]],
     }
+
+
+def _by_kind(groups, key: str = "template") -> dict:
+    """Accuracy per task kind (the meta field the pass-rate curriculum also groups by), when the
+    tasks have one: where a split's errors sit."""
+    kinds: dict[str, list[float]] = {}
+    for g in groups:
+        if key in g.task.meta:
+            kinds.setdefault(str(g.task.meta[key]), []).append(float(g.trajectories[0].reward_details.get("correct", 0.0)))
+    if not kinds:
+        return {}
+    return {f"accuracy_by_{key}": {k: {"n": len(v), "accuracy": statistics.fmean(v)} for k, v in sorted(kinds.items())}}
 
 
 def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = False, label: str = "",

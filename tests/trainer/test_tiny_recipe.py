@@ -32,7 +32,12 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     assert all(math.isfinite(r["loss"]) for r in rows if r["stage"] == "sft")
     for stage in ("base_zero_shot", "base_few_shot", "sft", "rl"):
         assert set(results[stage]) == {"heldout_in", "heldout_out", "overall"}
-    assert json.loads((tmp_path / "eval.json").read_text())["rl"]["heldout_in"]["n"] == 8
+    split = json.loads((tmp_path / "eval.json").read_text())["rl"]["heldout_in"]
+    assert split["n"] == 8
+    # the per-template breakdown covers every task once and recombines to the split's accuracy
+    kinds = split["accuracy_by_template"].values()
+    assert sum(k["n"] for k in kinds) == 8
+    assert math.isclose(sum(k["n"] * k["accuracy"] for k in kinds) / 8, split["accuracy"], abs_tol=1e-12)
     assert (tmp_path / "checkpoints" / "rl" / "config.json").exists()
     assert (tmp_path / "config.yaml").exists()
     traj = json.loads((tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()[0])
