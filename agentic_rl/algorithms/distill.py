@@ -7,8 +7,9 @@ The objective per trained position t is the reverse KL from the student to the t
 mode-seeking: the student is pushed off tokens the teacher finds unlikely, on the states the student
 itself visits (Agarwal et al. 2024, "On-Policy Distillation of Language Models: Learning from
 Self-Generated Mistakes" (GKD); Lu & Thinking Machines 2025, "On-Policy Distillation"). Three
-estimators, one signature (student and teacher log-probabilities (N, V) over the N trained positions,
-the sampled ids (N,)) returning a differentiable per-position loss and the KL estimate it stands for:
+estimators of it and the forward KL, one signature (student and teacher log-probabilities (N, V) over
+the N trained positions, the sampled ids (N,)) returning a differentiable per-position loss and the
+reverse KL it stands for:
 
 - `full`: the exact sum over the vocabulary.
 - `topk`: the sum over the student's k most likely tokens only (the tail's mass is dropped); equals
