@@ -80,8 +80,8 @@ def reverse_kl_sampled(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampl
 def forward_kl_full(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_N: torch.Tensor,
                     k: int = 0) -> DistillOutputs:
     loss = (teacher_NV.exp() * (teacher_NV - student_NV)).sum(-1)
-    reverse = (student_NV.exp() * (student_NV - teacher_NV)).sum(-1)
-    return DistillOutputs(loss, reverse.detach())
+    # the metric only: off the graph, so no (N, V) intermediates are kept for a backward
+    return DistillOutputs(loss, reverse_kl_full(student_NV.detach(), teacher_NV, sampled_N).kl_N)
 
 
 MERGES = ("logits", "probs")
