@@ -9,7 +9,8 @@ receive observations of different lengths. Identical prompts (the G samples of a
 prefilled once and the cache rows are copied.
 
 Sampling runs on a bf16 copy of the weights where the CPU has native bf16 (about 5x faster than
-fp32 here); `sync_weights` copies the trained fp32 weights into it after each update.
+fp32 here); `sync_weights` copies the trained fp32 weights into it after each update. A LoRA
+policy's copy is a plain model with the adapters merged in, re-merged at each sync.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.precision import inference_dtype
+from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
 
 
 class HFEngine:
@@ -29,7 +31,14 @@ class HFEngine:
         self.model = model
         self.tokenizer = tokenizer
         self.dtype = inference_dtype(precision)
-        self._infer = model if self.dtype == torch.float32 else copy.deepcopy(model).to(self.dtype)
+        self._merged = None  # a LoRA policy's merge into its sampling copy
+        if self.dtype == torch.float32:  # no copy: fp32 sampling reads the policy itself
+            self._infer = model
+        elif is_lora(model) and mergeable(model):
+            self._merged = MergedWeights(model)
+            self._infer = copy.deepcopy(model).merge_and_unload().to(self.dtype)
+        else:
+            self._infer = copy.deepcopy(model).to(self.dtype)
         self._infer.eval()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _eos_ids(tokenizer, model)
@@ -37,7 +46,9 @@ class HFEngine:
 
     def sync_weights(self) -> int:
         """Copy the policy's weights into the sampling copy; returns the new weight version."""
-        if self._infer is not self.model:
+        if self._merged is not None:
+            self._merged.write(self._infer)
+        elif self._infer is not self.model:
             with torch.no_grad():
                 src = dict(self.model.named_parameters())
                 for name, p in self._infer.named_parameters():

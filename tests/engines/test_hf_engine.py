@@ -87,3 +87,48 @@ def test_shared_prompt_prefix_matches_full_forward(tiny, tokenizer):
         start = len(prompts[row])
         for k, (tok, lp) in enumerate(zip(sample.ids, sample.logprobs)):
             assert abs(logp[start + k - 1, tok].item() - lp) < 1e-4
+
+
+def _move_adapters(model, seed: int) -> None:
+    """Stand-in for an optimizer step on the adapters: new B (and A) values."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.normal_(0, 0.3, generator=gen)
+
+
+def test_a_lora_policy_samples_from_a_merged_copy_that_follows_each_update(tiny, tokenizer):
+    """A LoRA policy decodes from a plain bf16 model with its adapters merged in (no adapter matmuls
+    per token). Its weights equal merging the policy and casting once, and stay so after an update:
+    stale before `sync_weights`, exact after it. Its sampled logprobs match the adapted policy's own
+    fp32 forward within bf16 rounding."""
+    import copy
+
+    from agentic_rl.models.lora import apply_lora, is_lora
+
+    model = apply_lora(tiny, rank=4, alpha=8)
+    _move_adapters(model, seed=0)
+    engine = HFEngine(model, tokenizer, precision="bf16")
+    assert not is_lora(engine._infer)
+
+    def expected():
+        merged = copy.deepcopy(model).merge_and_unload()
+        return {n: p.detach().to(torch.bfloat16) for n, p in merged.named_parameters()}
+
+    def matches(want) -> bool:
+        got = dict(engine._infer.named_parameters())
+        assert got.keys() == want.keys()
+        return all(torch.equal(got[n], want[n]) for n in want)
+
+    assert matches(expected())
+    _move_adapters(model, seed=1)
+    assert not matches(expected())  # the copy is stale until the sync
+    engine.sync_weights()
+    assert matches(expected())
+
+    prompt = tokenizer.encode("What is 2 + 3?")
+    sample = engine.session(seed=0).generate({0: prompt}, SamplingParams(temperature=1.0, max_new_tokens=6))[0]
+    logp = _full_logprobs(model, prompt + list(sample.ids))
+    want = torch.tensor([logp[len(prompt) + k - 1, t].item() for k, t in enumerate(sample.ids)])
+    torch.testing.assert_close(torch.tensor(sample.logprobs), want, atol=0.1, rtol=0)
