@@ -46,15 +46,21 @@ class NumericAnswerReward:
     """Outcome 1.0 when the final action's <answer> equals the task's numeric answer.
 
     The format term (an answer tag present, every tool call well-formed) is small and gated: it only
-    counts when the outcome is 0, so format can never outweigh correctness.
+    counts when the outcome is 0, so format can never outweigh correctness. With `needs_tool` the
+    protocol also asks for at least one tool call: otherwise a wrong answer given without the tool
+    earns the format term that a wrong answer after a failed call does not, and in groups where every
+    sample fails RL learns to skip the tool (measured: docs/rewards.md).
     """
 
     format_weight: float = 0.1
+    needs_tool: bool = False
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
         answer = extract_answer(trajectory.final_text)
         got = parse_number(answer)
         correct = float(got is not None and abs(got - float(task.answer)) < 1e-6)
-        well_formed = float(answer is not None and trajectory.num_tool_errors == 0 and trajectory.terminated)
+        used_tool = trajectory.num_tool_calls > 0 or not self.needs_tool
+        well_formed = float(answer is not None and trajectory.num_tool_errors == 0 and trajectory.terminated
+                            and used_tool)
         value = correct if correct else self.format_weight * well_formed
         return Score(value, {"correct": correct, "format": well_formed})

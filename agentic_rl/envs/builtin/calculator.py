@@ -3,6 +3,7 @@
 Options (from the recipe's `env_options`):
   fewshot: bool   prepend two worked examples as real chat turns (the prompt-engineering baseline)
   format_weight   the gated format term of the reward (counts only when the answer is wrong)
+  format_needs_tool  the format term also asks for a calculator call (default false)
   format          the tool-call protocol: hermes (default) or openai (messages through a chat template)
 """
 
@@ -49,10 +50,11 @@ SPEC = register_env(
     EnvSpec(
         name="calculator",
         make_env=make_env,
-        make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1))),
+        make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1)),
+                                                        bool(options.get("format_needs_tool", False))),
         tasks=tasks,
         splits=data.SPLITS,
-        options=("format", "tool_timeout_s", "format_weight"),
+        options=("format", "tool_timeout_s", "format_weight", "format_needs_tool"),
         demonstration=lambda task, env: data.demonstration(task),
     )
 )
