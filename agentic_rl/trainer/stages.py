@@ -35,10 +35,10 @@ from agentic_rl.trainer.credit import (
     outcome_rewards,
 )
 from agentic_rl.trainer.critic import make_critic
+from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
-from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.teachers import Teachers, hindsight_teacher, load_teachers
 
