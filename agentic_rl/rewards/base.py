@@ -47,9 +47,9 @@ class NumericAnswerReward:
 
     The format term (an answer tag present, every tool call well-formed) is small and gated: it only
     counts when the outcome is 0, so format can never outweigh correctness. With `needs_tool` the
-    protocol also asks for at least one tool call: otherwise a wrong answer given without the tool
-    earns the format term that a wrong answer after a failed call does not, and in groups where every
-    sample fails RL learns to skip the tool (measured: docs/rewards.md).
+    protocol also asks for at least one tool call, so a wrong answer given without the tool does not
+    earn the term that a wrong answer after a failed call is denied (measured in docs/rewards.md:
+    from a weak start it did not stop GRPO drifting towards tool-less answers).
     """
 
     format_weight: float = 0.1
