@@ -13,20 +13,29 @@ For a failed trajectory (reward below `min_reward`):
 5. each kept correction becomes a trajectory on the student's context **without the hint** — the
    prompt, the kept turns, the teacher's turns — in the same token layout as SFT and RL
    (`conversation_trajectory`), tagged with its provenance (task meta `provenance: hindsight`,
-   `source_task`, `failure_turn`, `hint`), ready to be trained on as an SFT target.
+   `source_task`, `failure_turn`, `hint`), ready to be trained on as an SFT target. The student's
+   kept turns are context, not a target: only the teacher's turns are trained (a kept turn may hold
+   the very call that went wrong).
+
+With the answer in the hint, a verified correction can be a copy: "<answer>204</answer>" right after
+a wrong tool result, or a calculator call on "204" itself. Such a target teaches the student to
+answer without computing, so by default (`grounded`) a correction is kept only if a tool produced
+the answer: it appears in an observation whose call did not already contain it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, close_env
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import conversation_trajectory
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.types import Task, Trajectory
+from agentic_rl.types import Task, Trajectory, Turn
 
 
 def failure_point(t: Trajectory) -> int:
@@ -37,25 +46,60 @@ def failure_point(t: Trajectory) -> int:
     return max(len(t.turns) - 1, 0)
 
 
-def hint(t: Trajectory, reveal_answer: bool) -> str:
+def hint(t: Trajectory, reveal_answer: bool, solution: str | None = None) -> str:
     """What went wrong, in words a model can use."""
     parts = [f"The tool returned an error: {turn.observation.strip()[:300]}"
              for turn in t.turns if turn.tool_errors or turn.malformed_calls]
     if not t.reward_details.get("correct", 0.0):
         last = t.turns[-1].action_text.strip()[-200:] if t.turns else ""
         parts.append(f"The previous attempt ended with {last!r}, which was judged wrong.")
+    if solution:
+        parts.append(solution)
     if reveal_answer:
         parts.append(f"The correct final answer is {t.task.answer}.")
     return "Hint (from a review of an earlier attempt): " + " ".join(parts)
 
 
+def solution_hint(demo: Sequence[Mapping]) -> str | None:
+    """The reference solution's tool calls (from the env's demonstration) in the call syntax the
+    policy writes, or None when the demonstration makes none. A later call's use of an earlier
+    result is shown as "<result of call i>": the value itself would leak what the student must
+    compute (a correction could skip the first call and still be verified)."""
+    calls: list[str] = []
+    results: list[str] = []
+    for m in demo:
+        if m.get("role") == "tool":
+            results.append(str(m.get("content", "")).strip())
+        own_calls = (m.get("tool_calls") or ()) if m.get("role") == "assistant" else ()
+        for c in own_calls:
+            text = json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+            for i, value in enumerate(results, 1):
+                if value:
+                    text = re.sub(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", f"<result of call {i}>", text)
+            calls.append(text)
+    return f"A correct solution makes these tool calls, in order: {'; then '.join(calls)}." if calls else None
+
+
+def grounded(answer, turns: Sequence[Turn]) -> bool:
+    """The answer came out of a tool: it appears in an observation whose call did not contain it
+    (neither a copy of the hint's answer nor a tool asked to echo it counts)."""
+    text = str(answer).strip()
+    if not text:
+        return False
+    number = re.fullmatch(r"-?\d+(\.\d+)?", text) is not None
+    pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(\.0+)?(?![\w]|\.\d)" if number else re.escape(text))
+    return any(pattern.search(t.observation) and not pattern.search(t.action_text) for t in turns)
+
+
 def replay(env: Env, task: Task, actions: Sequence[str]) -> list[dict]:
     """The conversation a fresh env gives for `actions`: its prompt, then each action and the
-    observation messages it returns (deterministic envs give back exactly the student's context)."""
+    observation messages it returns (deterministic envs give back exactly the student's context).
+    A sampled end-of-turn is dropped from the message text: rendering the message adds it back."""
     messages = list(env.reset(task))
     for action in actions:
         result = env.step(action)
-        messages += [{"role": "assistant", "content": action}, *[dict(m) for m in result.observation]]
+        content = action.removesuffix(env.format.end_of_turn)
+        messages += [{"role": "assistant", "content": content}, *[dict(m) for m in result.observation]]
     return messages
 
 
@@ -77,6 +121,15 @@ class HintedEnv:
 
 
 @dataclass(frozen=True)
+class HindsightOptions:
+    reveal_answer: bool = True  # the hint includes the reference answer
+    solution: Callable[[Task], str | None] | None = None  # the reference solution for the hint (solution_hint)
+    restart: str = "failure"  # "failure": keep the student's turns before the failure point; "start": rewrite all
+    grounded: bool = True  # with the answer revealed, keep only corrections whose answer a tool produced
+    min_reward: float = 1.0  # a correction must reach it
+
+
+@dataclass(frozen=True)
 class HindsightResult:
     corrections: list[Trajectory]  # verified, on the student's context without the hint
     attempts: int
@@ -84,12 +137,18 @@ class HindsightResult:
 
 def hindsight_corrections(
     engine: Engine, tokenizer, make_env: Callable[[], Env], reward_fn, failed: Sequence[Trajectory],
-    params: SamplingParams, budget: Budget, reveal_answer: bool = True, min_reward: float = 1.0, seed: int = 0,
+    params: SamplingParams, budget: Budget, options: HindsightOptions = HindsightOptions(), seed: int = 0,
 ) -> HindsightResult:
     """Verified corrections of `failed` written by `engine` (the teacher)."""
     if not failed:
         return HindsightResult([], 0)
-    plans = [(t, failure_point(t), hint(t, reveal_answer)) for t in failed]
+    if options.restart not in ("failure", "start"):
+        raise ValueError(f"hindsight restart must be 'failure' or 'start', not {options.restart!r}")
+    plans = []
+    for t in failed:
+        k = failure_point(t) if options.restart == "failure" else 0
+        solution = options.solution(t.task) if options.solution else None
+        plans.append((t, k, hint(t, options.reveal_answer, solution)))
     envs = iter([HintedEnv(make_env(), [turn.action_text for turn in t.turns[:k]], h) for t, k, h in plans])
     groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, _, _ in plans], 1, params, budget,
                         seed=seed)
@@ -97,7 +156,9 @@ def hindsight_corrections(
     kept = []
     for (t, k, h), g in zip(plans, groups):
         fix = g.trajectories[0]
-        if fix.error or fix.reward < min_reward or not fix.terminated:
+        if fix.error or fix.reward < options.min_reward or not fix.terminated:
+            continue
+        if options.reveal_answer and options.grounded and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
             continue
         actions = [turn.action_text for turn in t.turns[:k]] + [turn.action_text for turn in fix.turns]
         kept.append(_as_student_target(make_env, t.task, actions, k, h, tokenizer))
@@ -110,9 +171,19 @@ def _as_student_target(make_env, task: Task, actions: Sequence[str], k: int, h: 
         messages = replay(env, task, actions)
         tagged = Task(task.id, task.prompt, task.answer, {**task.meta, "provenance": "hindsight",
                                                           "source_task": task.id, "failure_turn": k, "hint": h})
-        return conversation_trajectory(tagged, messages, env.tool_schemas, env.format, tokenizer)
+        return as_context(conversation_trajectory(tagged, messages, env.tool_schemas, env.format, tokenizer), k)
     finally:
         close_env(env)
+
+
+def as_context(t: Trajectory, k: int) -> Trajectory:
+    """`t` with its first k turns folded into the observation of turn k: the same tokens, the loss
+    mask on the turns from k on only."""
+    if k == 0:
+        return t
+    head = [i for turn in t.turns[:k] for i in (*turn.obs_ids, *turn.action_ids)]
+    first = t.turns[k]
+    return replace(t, turns=(replace(first, obs_ids=(*head, *first.obs_ids)), *t.turns[k + 1:]))
 
 
 def failed_episodes(groups, min_reward: float, limit: int) -> list[Trajectory]:

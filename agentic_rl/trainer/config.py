@@ -137,6 +137,9 @@ class HindsightConfig:
     coef: float = 0.0  # > 0: verified corrections join the RL loss as SFT targets with this weight
     max_per_step: int = 4  # failed episodes a step tries to correct
     reveal_answer: bool = True  # the hint includes the reference answer
+    reveal_solution: bool = False  # the hint includes the reference solution's tool calls (the env's demonstration)
+    restart: str = "failure"  # "failure": the teacher continues from the failure point; "start": rewrites the episode
+    grounded: bool = True  # with the answer revealed, keep only corrections whose answer a tool produced
     min_reward: float = 1.0  # an episode below this failed; a correction must reach it
     teacher: str = ""  # "" = the policy itself, conditioned on the hint; else a model sharing its tokenizer
 
@@ -294,6 +297,8 @@ def _check(cfg: Config) -> None:
         raise ConfigError(f"hindsight.teacher: no such model directory: {cfg.hindsight.teacher}")
     if cfg.hindsight.coef < 0:
         raise ConfigError("hindsight.coef must be >= 0 (0 = off)")
+    if cfg.hindsight.restart not in ("failure", "start"):
+        raise ConfigError(f"hindsight.restart must be failure or start, not {cfg.hindsight.restart!r}")
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
     if cfg.sft.data and not Path(cfg.sft.data).exists():

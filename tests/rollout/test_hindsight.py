@@ -9,7 +9,16 @@ from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.hindsight import failed_episodes, failure_point, hindsight_corrections, hint
+from agentic_rl.rollout.hindsight import (
+    HindsightOptions,
+    as_context,
+    failed_episodes,
+    failure_point,
+    grounded,
+    hindsight_corrections,
+    hint,
+    solution_hint,
+)
 from agentic_rl.rollout.loop import Budget, rollout
 
 CALL = '<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{}"}}}}\n</tool_call>'
@@ -38,25 +47,109 @@ def test_failure_points_and_hints(tokenizer):
     assert f"correct final answer is {a.task.answer}" in hint(a, True) and "correct final" not in hint(a, False)
 
 
+def _computing_teacher(tokenizer, failed, right: bool = True):
+    """Calls the calculator on the task's reference expression (or a wrong one), then answers with
+    what the calculator returned."""
+    from agentic_rl.tools.calculator import calculator
+
+    expr = [f.task.meta["expression"] if right else "1+1" for f in failed]
+    return ScriptedEngine(tokenizer, lambda row, turn: (CALL.format(expr[row]) if turn == 0
+                                                else f"<answer>{calculator(expr[row])}</answer>{tokenizer.eos_token}"))
+
+
 @pytest.mark.parametrize("teacher_right", [True, False])
 def test_only_verified_corrections_are_kept_without_the_hint(tokenizer, teacher_right):
     groups, params = _student(tokenizer)
     failed = failed_episodes(groups, 1.0, 8)
-    eos = tokenizer.eos_token
-    answer = (lambda row: failed[row].task.answer) if teacher_right else (lambda row: -1)
-    teacher = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{answer(row)}</answer>{eos}")
+    teacher = _computing_teacher(tokenizer, failed, teacher_right)
     out = hindsight_corrections(teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
-                                params, BUDGET, reveal_answer=True)
+                                params, BUDGET, HindsightOptions(reveal_answer=True))
     assert out.attempts == 2
     if not teacher_right:
         assert out.corrections == []
         return
     a, b = out.corrections
-    assert [len(a.turns), len(b.turns)] == [2, 1]  # row 0 keeps its good call; row 1 restarts at the failed call
-    assert "2+2" in a.turns[0].action_text and a.turns[1].action_text.startswith(f"<answer>{failed[0].task.answer}")
+    # Row 0 keeps its good call as context (folded into the first trained turn's observation); row 1
+    # restarts at the failed call. Each correction is the teacher's call and answer.
+    assert [len(a.turns), len(b.turns)] == [2, 2]
+    assert a.task.meta["failure_turn"] == 1 and b.task.meta["failure_turn"] == 0
     for fix, src in ((a, failed[0]), (b, failed[1])):
         text = tokenizer.decode(fix.token_ids())
         assert "Hint" not in text and src.task.prompt in text  # the student's context, not the teacher's
         assert fix.task.meta["provenance"] == "hindsight" and fix.task.meta["source_task"] == src.task.id
         assert "correct final answer" in fix.task.meta["hint"]
-        assert sum(fix.loss_mask()) == sum(len(t.action_ids) for t in fix.turns)
+        assert fix.turns[-1].action_text.startswith(f"<answer>{src.task.answer}")
+        assert text.count(tokenizer.eos_token) == text.count("<|im_start|>")  # one end-of-turn a message
+        trained = tokenizer.decode([i for i, m in zip(fix.token_ids(), fix.loss_mask()) if m])
+        assert "2+2" not in trained and src.task.meta["expression"] in trained  # the student's kept call is context
+    assert "2+2" in tokenizer.decode(a.token_ids())
+
+
+@pytest.mark.parametrize("cheat", ["copy", "echo"])
+def test_a_correction_that_copies_the_revealed_answer_is_not_kept(tokenizer, cheat):
+    """A teacher that writes the hint's answer (straight away, or after asking the calculator to
+    echo it) reaches reward 1; the correction teaches answering without computing, so it is dropped
+    unless grounding is switched off."""
+    groups, params = _student(tokenizer)
+    failed = failed_episodes(groups, 1.0, 8)
+    eos = tokenizer.eos_token
+
+    def script(row, turn):
+        if cheat == "echo" and turn == 0:
+            return CALL.format(failed[row].task.answer)
+        return f"<answer>{failed[row].task.answer}</answer>{eos}"
+
+    args = (ScriptedEngine(tokenizer, script), tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
+            params, BUDGET)
+    assert hindsight_corrections(*args, HindsightOptions()).corrections == []
+    assert len(hindsight_corrections(*args, HindsightOptions(grounded=False)).corrections) == 2
+
+
+def test_grounded_reads_tool_output_not_the_call():
+    """Numbers match whole (7 is not in 17 or 7.5; 7.0 is 7); the call's own text does not count."""
+    from agentic_rl.types import Turn
+
+    def turn(action, obs):
+        return Turn((), (), (), action, "stop", observation=obs)
+
+    assert grounded(7, [turn("calc(3+4)", "7")]) and grounded(7, [turn("calc(14/2)", "7.0")])
+    assert not grounded(7, [turn("calc(10+7)", "17")]) and not grounded(7, [turn("calc(15/2)", "7.5")])
+    assert not grounded(7, [turn("calc(7)", "7")]) and not grounded(7, [turn("<answer>7</answer>", "")])
+    assert grounded("Paris", [turn('search("capital of France")', "Paris is the capital")])
+
+
+def _call(expr):
+    return {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expr}}}
+
+
+def test_restart_and_the_solution_hint(tokenizer):
+    """restart=start rewrites the episode from the prompt; the solution hint shows the reference
+    calls in the policy's own call syntax, and the teacher sees it while the target does not."""
+    groups, params = _student(tokenizer)
+    failed = failed_episodes(groups, 1.0, 8)
+    demo = SPEC.demonstration(failed[0].task, SPEC.make_env({}))
+    sol = solution_hint(demo)
+    steps = failed[0].task.meta["steps"]
+    assert sol is not None and f'"expression": "{steps[0]}"' in sol
+    two = solution_hint([{"role": "assistant", "tool_calls": [_call("16 * 51")]}, {"role": "tool", "content": "816"},
+                         {"role": "assistant", "tool_calls": [_call("816 / 4")]}, {"role": "tool", "content": "204"}])
+    assert '"16 * 51"' in two and '"<result of call 1> / 4"' in two and "816" not in two  # no leaked intermediate
+    options = HindsightOptions(solution=lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({}))),
+                               restart="start")
+    out = hindsight_corrections(_computing_teacher(tokenizer, failed), tokenizer, lambda: SPEC.make_env({}),
+                                SPEC.make_reward({}), failed, params, BUDGET, options)
+    assert sol in out.corrections[0].task.meta["hint"]  # the hint the teacher was given
+    assert len(out.corrections) == 2 and all(c.task.meta["failure_turn"] == 0 for c in out.corrections)
+    assert all("2+2" not in tokenizer.decode(c.token_ids()) and "A correct solution" not in tokenizer.decode(
+        c.token_ids()) for c in out.corrections)
+    assert sum(out.corrections[0].loss_mask()) == sum(len(t.action_ids) for t in out.corrections[0].turns)
+
+
+def test_as_context_keeps_the_tokens_and_masks_the_kept_turns(tokenizer):
+    groups, _ = _student(tokenizer)
+    t = groups[0].trajectories[0]
+    folded = as_context(t, 1)
+    assert folded.token_ids() == t.token_ids()  # token exactness: folding moves no token
+    assert sum(folded.loss_mask()) == len(t.turns[1].action_ids)
+    assert folded.loss_mask()[-len(t.turns[1].action_ids):] == [1] * len(t.turns[1].action_ids)
+    assert as_context(t, 0) is t

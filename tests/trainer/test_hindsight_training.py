@@ -9,23 +9,31 @@ import torch
 
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.rollout import hindsight
+from agentic_rl.tools.calculator import calculator
 from agentic_rl.trainer import loop, stages
 from agentic_rl.trainer.config import load_config
 
 
 def test_verified_corrections_are_trained_on(tmp_path, tokenizer, monkeypatch, snapshot):
-    """The tiny model fails every task. The teacher here is scripted to write the right answer (a
-    real engine replaying text; the env, verifier, replay and training are the real ones): every
+    """The tiny model fails every task. The teacher here is scripted to compute the right answer with
+    the calculator (a real engine replaying text; the env, verifier, replay and training are the
+    real ones; room for a whole tool call in the budgets): every
     attempt is verified, and the corrections alone move the weights (no group has reward spread,
     so plain GRPO would not update)."""
     def corrections(engine, tok, make_env, reward_fn, failed, *args, **kwargs):
-        eos = tok.eos_token
-        teacher = ScriptedEngine(tok, lambda row, turn: f"<answer>{failed[row].task.answer}</answer>{eos}")
-        return hindsight.hindsight_corrections(teacher, tok, make_env, reward_fn, failed, *args, **kwargs)
+        def script(row, turn):  # the reference expression through the calculator, then its result
+            expr = failed[row].task.meta["expression"]
+            if turn == 0:
+                return f'<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{expr}"}}}}\n</tool_call>'
+            return f"<answer>{calculator(expr)}</answer>{tok.eos_token}"
+
+        return hindsight.hindsight_corrections(ScriptedEngine(tok, script), tok, make_env, reward_fn, failed, *args,
+                                               **kwargs)
 
     monkeypatch.setattr(stages, "hindsight_corrections", corrections)
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
-                                            "eval.tasks_per_split=2", "hindsight.coef=1.0", "hindsight.max_per_step=3"])
+                                            "eval.tasks_per_split=2", "hindsight.coef=1.0", "hindsight.max_per_step=3",
+                                            "rollout.max_new_tokens=48", "rollout.max_episode_tokens=128"])
     loop.train(cfg)
     rl = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if r["stage"] == "rl"]
     assert [(r["hindsight_attempts"], r["hindsight_verified"]) for r in rl] == [(3, 3), (3, 3)]
