@@ -33,7 +33,7 @@ from agentic_rl.rollout.hindsight import (
     HindsightOptions,
     failed_episodes,
     hindsight_corrections,
-    solution_hint,
+    reference_solutions,
 )
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import load_config
@@ -42,7 +42,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "hind
 
 
 def settings(spec):
-    solution = lambda task: solution_hint(spec.demonstration(task, spec.make_env({})))  # noqa: E731
+    solution = reference_solutions(spec, {})
     return {
         "answer, ungrounded": HindsightOptions(grounded=False),
         "answer, grounded": HindsightOptions(),

@@ -75,7 +75,7 @@ def solution_hint(demo: Sequence[Mapping]) -> str | None:
             text = json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
             for i, value in enumerate(results, 1):
                 if value:
-                    text = re.sub(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", f"<result of call {i}>", text)
+                    text = _value_pattern(value).sub(f"<result of call {i}>", text)
             calls.append(text)
     return f"A correct solution makes these tool calls, in order: {'; then '.join(calls)}." if calls else None
 
@@ -86,9 +86,30 @@ def grounded(answer, turns: Sequence[Turn]) -> bool:
     text = str(answer).strip()
     if not text:
         return False
-    number = re.fullmatch(r"-?\d+(\.\d+)?", text) is not None
-    pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(\.0+)?(?![\w]|\.\d)" if number else re.escape(text))
+    pattern = _value_pattern(text)
     return any(pattern.search(t.observation) and not pattern.search(t.action_text) for t in turns)
+
+
+def _value_pattern(text: str) -> re.Pattern:
+    """`text` as a whole value: 7 matches "7" and "7.0", not "17", "7.5" or "x7"."""
+    zeros = r"(\.0+)?" if re.fullmatch(r"-?\d+", text) else ""
+    return re.compile(rf"(?<![\w.]){re.escape(text)}{zeros}(?![\w]|\.\d)")
+
+
+def reference_solutions(spec, options: Mapping) -> Callable[[Task], str | None] | None:
+    """task -> the hint's reference solution, from the env's own demonstration (made on a fresh env,
+    closed after); None when the env has no demonstrations."""
+    if spec.demonstration is None:
+        return None
+
+    def solution(task: Task) -> str | None:
+        env = spec.make_env(options)
+        try:
+            return solution_hint(spec.demonstration(task, env))
+        finally:
+            close_env(env)
+
+    return solution
 
 
 def replay(env: Env, task: Task, actions: Sequence[str]) -> list[dict]:

@@ -15,7 +15,6 @@ from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.engines.base import SamplingParams
-from agentic_rl.envs.base import close_env
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
 from agentic_rl.monitor.collapse import CollapseMonitor, Remedies, keep_top_spread
@@ -30,7 +29,7 @@ from agentic_rl.rollout.hindsight import (
     HindsightResult,
     failed_episodes,
     hindsight_corrections,
-    solution_hint,
+    reference_solutions,
 )
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
 from agentic_rl.trainer.config import Config
@@ -152,13 +151,15 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         parts.sampler.update(groups)
         return groups, stats
 
+    h = cfg.hindsight
+    hindsight_options = HindsightOptions(h.reveal_answer,
+                                         reference_solutions(spec, cfg.env.options) if h.reveal_solution else None,
+                                         h.restart, h.grounded, h.min_reward)
+
     def correct(groups, seed: int) -> HindsightResult:
-        h = cfg.hindsight
         failed = failed_episodes(groups, h.min_reward, h.max_per_step)
-        options = HindsightOptions(h.reveal_answer, _solutions(spec, cfg) if h.reveal_solution else None, h.restart,
-                                   h.grounded, h.min_reward)
         return hindsight_corrections(parts.hindsight_teacher or engine, tokenizer, make_env, reward_fn, failed, params,
-                                     budget, options, seed)
+                                     budget, hindsight_options, seed)
 
     for step in bar:
         record = _rl_step(step, model, tokenizer, engine, parts, cfg, logger, collect, correct)
@@ -177,21 +178,6 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         bar.set_postfix(reward=f"{record['reward_mean']:.2f}", acc=f"{record['accuracy']:.2f}")
     if parts.critic is not None:
         parts.critic.save(cfg.run_dir / "checkpoints" / "critic")
-
-
-def _solutions(spec: EnvSpec, cfg: Config):
-    """task -> the hint's reference solution, from the env's own demonstration (None without one)."""
-    if spec.demonstration is None:
-        return None
-
-    def solution(task):
-        env = spec.make_env(cfg.env.options)
-        try:
-            return solution_hint(spec.demonstration(task, env))
-        finally:
-            close_env(env)
-
-    return solution
 
 
 def _eval_during_rl(step: int, engine, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
