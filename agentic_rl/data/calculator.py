@@ -332,6 +332,7 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
             "split": split,
             "expression": expression,
             "steps": steps,
+            "milestones": [calculator(s) for s in steps[:-1]],  # intermediate results (rl.process_reward)
             "difficulty": level,
             "values": values,
         }

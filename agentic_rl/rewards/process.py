@@ -4,7 +4,8 @@ The advantage estimators credit a turn's reward to that turn and the turns befor
 over sampled tokens, centred within the task's group; `algorithms/advantages.py`), so a penalty for
 a bad tool call lowers the advantage of exactly the tokens up to that call.
 
-`PROCESS_REWARDS` names them for recipes (`rl.process_reward`): `step_signals`, rule-based and free.
+`PROCESS_REWARDS` names them for recipes (`rl.process_reward`): `step_signals` and `milestones`,
+rule-based and free.
 A judge or PRM scores turns through `JudgeTurns` (`rewards/judge.py`).
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentic_rl.algorithms.registry import Registry
+from agentic_rl.rewards.grounding import grounded
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
 PROCESS_REWARDS: Registry = Registry("process reward")
@@ -47,6 +49,33 @@ class StepSignals:
 
 
 PROCESS_REWARDS.register("step_signals")(StepSignals())
+
+
+@dataclass(frozen=True)
+class Milestones:
+    """Credit for reaching the reference solution's intermediate results: `weight` on the first turn
+    whose tool output holds one of the task's `meta["milestones"]` (a value the reference passes
+    through on the way to the answer, e.g. 816 in "16 bags of 51 apples shared by 4 shops"). The
+    value must come out of a tool (`rewards.grounding.grounded`), so writing it down, or asking the
+    tool to echo it, earns nothing; each milestone pays once.
+
+    Why: on a multi-step task a small policy may almost never finish, and outcome-only GRPO then
+    sees groups that all fail. A sample that gets the first step right is better than one that does
+    not, and this says so. Tasks without milestones get 0 on every turn."""
+
+    weight: float = 0.5
+
+    def __call__(self, trajectory: Trajectory) -> list[float]:
+        pending = [str(v) for v in trajectory.task.meta.get("milestones", ())]
+        rewards = []
+        for turn in trajectory.turns:
+            reached = [v for v in pending if grounded(v, [turn])]
+            pending = [v for v in pending if v not in reached]
+            rewards.append(self.weight * len(reached))
+        return rewards
+
+
+PROCESS_REWARDS.register("milestones")(Milestones())
 
 
 def with_turn_rewards(trajectory: Trajectory, rewards: Sequence[float]) -> Trajectory:

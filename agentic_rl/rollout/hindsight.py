@@ -26,16 +26,16 @@ the answer: it appears in an observation whose call did not already contain it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, close_env
+from agentic_rl.rewards.grounding import grounded, value_pattern
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import conversation_trajectory
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.types import Task, Trajectory, Turn
+from agentic_rl.types import Task, Trajectory
 
 
 def failure_point(t: Trajectory) -> int:
@@ -75,25 +75,9 @@ def solution_hint(demo: Sequence[Mapping]) -> str | None:
             text = json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
             for i, value in enumerate(results, 1):
                 if value:
-                    text = _value_pattern(value).sub(f"<result of call {i}>", text)
+                    text = value_pattern(value).sub(f"<result of call {i}>", text)
             calls.append(text)
     return f"A correct solution makes these tool calls, in order: {'; then '.join(calls)}." if calls else None
-
-
-def grounded(answer, turns: Sequence[Turn]) -> bool:
-    """The answer came out of a tool: it appears in an observation whose call did not contain it
-    (neither a copy of the hint's answer nor a tool asked to echo it counts)."""
-    text = str(answer).strip()
-    if not text:
-        return False
-    pattern = _value_pattern(text)
-    return any(pattern.search(t.observation) and not pattern.search(t.action_text) for t in turns)
-
-
-def _value_pattern(text: str) -> re.Pattern:
-    """`text` as a whole value: 7 matches "7" and "7.0", not "17", "7.5" or "x7"."""
-    zeros = r"(\.0+)?" if re.fullmatch(r"-?\d+", text) else ""
-    return re.compile(rf"(?<![\w.]){re.escape(text)}{zeros}(?![\w]|\.\d)")
 
 
 def reference_solutions(spec, options: Mapping) -> Callable[[Task], str | None] | None:

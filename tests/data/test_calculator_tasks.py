@@ -38,6 +38,7 @@ def _check_task(task: Task) -> None:
     for output, next_step in zip(outputs, steps[1:], strict=False):
         assert re.search(rf"(?<![\d.]){re.escape(output)}(?![\d.])", next_step), (output, next_step)
     assert outputs[-1] == str(task.answer)
+    assert task.meta["milestones"] == outputs[:-1]  # what the milestones process reward looks for
     assert safe_eval(task.meta["expression"]) == task.answer
     assert type(task.answer) is int
     assert task.answer >= 0

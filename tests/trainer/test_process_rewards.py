@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from agentic_rl.rewards.process import StepSignals, apply_process_rewards
@@ -50,11 +51,34 @@ def test_step_signals():
     assert got == [0.0, -0.2 - 0.05, -0.1, 0.0]  # repeat + empty; a failed call; a clean answer
 
 
-def test_the_tiny_recipe_trains_with_step_signals(tmp_path):
+@pytest.mark.parametrize("name", ["step_signals", "milestones"])
+def test_the_tiny_recipe_trains_with_a_process_reward(tmp_path, name):
     from agentic_rl.trainer import loop
 
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
-                                            "eval.tasks_per_split=2", "rl.process_reward=step_signals",
+                                            "eval.tasks_per_split=2", f"rl.process_reward={name}",
                                             "rl.entropy_coef=0.01"])
     loop.train(cfg)
     assert (tmp_path / "metrics.jsonl").read_text().count('"stage": "rl"') == 2
+
+
+def test_milestones_pay_once_for_a_computed_intermediate():
+    """Task 16*51/4: the reference passes through 816. Computing it pays `weight` on that turn;
+    echoing 816 or writing it down pays nothing; a second computation pays nothing more."""
+    from agentic_rl.rewards.process import Milestones
+    from agentic_rl.types import Task, Trajectory, Turn
+
+    task = Task("t", "16 bags of 51 apples, 4 shops", 204, meta={"milestones": ["816"]})
+
+    def turn(action, obs=""):
+        return Turn((1,), (2,), (0.0,), action, "stop", observation=obs)
+
+    computed = (turn('calculator("16 * 51")', "816"), turn('calculator("16 * 51")', "816"),
+                turn('calculator("816 / 4")', "204"), turn("<answer>204</answer>"))
+    assert Milestones(weight=0.5)(Trajectory(task, computed)) == [0.5, 0.0, 0.0, 0.0]
+    echoed = (turn('calculator("816")', "816"), turn("<answer>816</answer>"))
+    assert Milestones(weight=0.5)(Trajectory(task, echoed)) == [0.0, 0.0]
+    wrong = (turn('calculator("16 * 4")', "64"), turn("<answer>64</answer>"))
+    assert Milestones(weight=0.5)(Trajectory(task, wrong)) == [0.0, 0.0]
+    no_milestones = Task("u", "2+2", 4)
+    assert Milestones()(Trajectory(no_milestones, computed)) == [0.0] * 4
