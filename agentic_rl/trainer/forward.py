@@ -148,6 +148,8 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
     decoder = base.get_decoder()
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
+    if batch.prefix_ids and _checkpointed(decoder):
+        return _unshared_prefix(decoder, batch)
     if batch.prefix_ids:
         prefix = torch.tensor([batch.prefix_ids])
         first = decoder(input_ids=prefix, use_cache=True)
@@ -164,6 +166,25 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
         body = decoder(input_ids=ids, attention_mask=attn)
     # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
     return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
+
+
+def _checkpointed(decoder) -> bool:
+    """The decoder's layers recompute their forward in the backward pass (`model.gradient_checkpointing`).
+    Such layers drop a KV cache (a replay would write it twice), so the shared prefix cannot be passed
+    to the rows as a cache."""
+    return (decoder.training and torch.is_grad_enabled()
+            and any(getattr(layer, "gradient_checkpointing", False) for layer in decoder.layers))
+
+
+def _unshared_prefix(decoder, batch: Batch) -> torch.Tensor:
+    """`hidden_states` for a shared-prefix batch with the prefix forwarded in every row: the same
+    numbers, more compute (the price of checkpointing; its memory saving is far larger)."""
+    ids, attn = batch.input_ids, batch.attention_mask
+    B, T, P = ids.shape[0], ids.shape[1], len(batch.prefix_ids)
+    prefix = torch.tensor([batch.prefix_ids]).expand(B, P)
+    body = decoder(input_ids=torch.cat([prefix, ids], dim=1),
+                   attention_mask=torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1))
+    return body.last_hidden_state[:, P - 1 : P - 1 + T]  # position P-1+t predicts ids[:, t]
 
 
 def _packed_attention(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,7 @@ import yaml
 
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import get_env
-from agentic_rl.models.loader import load_model
+from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.report import write_report
@@ -40,6 +40,8 @@ def prepare(cfg: Config):
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
     model, tokenizer = load_model(cfg.model.name, seed=cfg.seed)
+    if cfg.model.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
     if cfg.model.lora_rank:
         model = apply_lora(model, cfg.model.lora_rank, cfg.model.lora_alpha)
     return model, tokenizer, get_env(cfg.env.name)

@@ -13,7 +13,9 @@ p tokens shared by its G rows; R = kG rows, each at most E generated tokens and 
        (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
-activations, doubled for fp32. The prompt counts once: the trainer forwards a group's shared prefix
+activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (each layer's fp32
+input) plus one layer's 34·H·2, recomputed in the backward, and the prompt counts once per row
+(`trainer/forward.py` cannot share it through a KV cache then). The prompt counts once: the trainer forwards a group's shared prefix
 once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are turned into logits,
 so the vocabulary term (the logits, their log-softmax and its gradient in fp32: 0.59 MB per token
 for SmolLM2-135M) covers E tokens a row; the layer term is 1.17 MB per token. p is measured on a
@@ -50,10 +52,13 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
     P = sum(p.numel() for p in model.parameters())
     P_t = sum(p.numel() for p in model.parameters() if p.requires_grad)
     hidden = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
+    if cfg.model.gradient_checkpointing:  # each layer's fp32 input kept, one layer's activations live at a time
+        hidden = conf.num_hidden_layers * 4 * conf.hidden_size + 34 * conf.hidden_size * 2
     groups = max(1, rl.micro_batch_rows // rl.group_size)  # small groups share a micro-batch
     rows = groups * rl.group_size
     generated = rows * ro.max_episode_tokens  # the tokens turned into logits
-    tokens = groups * prompt_tokens + generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
+    prompts = rows if cfg.model.gradient_checkpointing else groups  # checkpointing forwards the prompt in every row
+    tokens = prompts * prompt_tokens + generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
     teachers = len(cfg.distill.teachers)
     parts = {
         "weights": 4 * P,

@@ -65,3 +65,18 @@ def test_too_little_memory_stops_with_the_knobs(tiny):
         check_memory(tiny, cfg, 512, available=need * GB / 2)
     cfg.model.memory_check = False  # the user's override: warned by the estimate, tries anyway
     assert check_memory(tiny, cfg, 512, available=need * GB / 2)["mem_estimate_gb"] == need
+
+
+def test_checkpointing_keeps_only_layer_inputs_and_repeats_the_prompt(tiny):
+    """With `model.gradient_checkpointing` a token costs L * 4H (each layer's fp32 input) + 34H * 2
+    (the one layer being recomputed) instead of L * 34H * 2, and the prompt is forwarded in each of
+    the G rows. Without a prompt: activations = tokens * layer + generated * 12V, tokens = generated."""
+    conf = tiny.config
+    L, H, V = conf.num_hidden_layers, conf.hidden_size, conf.vocab_size
+    opts = ["rl.group_size=4", "rl.micro_batch_rows=4", "rollout.max_turns=1"]
+    plain = estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", opts), 0)["activations"]
+    ckpt = lambda p: estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", [*opts, "model.gradient_checkpointing=true"]), p)["activations"]  # noqa: E731
+    generated = 4 * load_config("recipes/tiny.yaml").rollout.max_episode_tokens
+    assert plain == generated * (L * 34 * H * 2 + 12 * V)
+    assert ckpt(0) == generated * (L * 4 * H + 34 * H * 2 + 12 * V)
+    assert ckpt(10) - ckpt(0) == 4 * 10 * (L * 4 * H + 34 * H * 2)

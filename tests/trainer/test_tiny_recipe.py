@@ -69,3 +69,25 @@ def test_eval_every_adds_a_learning_curve_without_changing_training(tmp_path, sn
 
     assert training(curve_rows) == training(plain_rows)
     assert all(torch.equal(plain_weights[k], curve_weights[k]) for k in plain_weights)
+
+
+def test_gradient_checkpointing_trains_the_same_step(tmp_path, snapshot):
+    """`model.gradient_checkpointing` reaches the model and changes no number of the first step: the
+    same episodes (same seed, same weights) give the same loss, and the weights after one update
+    agree to within float noise (Adam can turn a noise-level gradient into up to lr per element)."""
+    base = ["eval.baselines=false", "sft.examples=0", "rl.steps=1", "eval.tasks_per_split=1"]
+
+    def run(name: str, extra: list[str]):
+        cfg = load_config("recipes/tiny.yaml", [*base, *extra, f"output_dir={tmp_path / name}"])
+        loop.train(cfg)
+        rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        [step] = [r for r in rows if r["stage"] == "rl"]
+        layers = snapshot["model"].get_decoder().layers
+        return step, snapshot["model"].state_dict(), cfg.rl.lr, all(x.gradient_checkpointing for x in layers)
+
+    plain, plain_weights, lr, plain_ckpt = run("plain", [])
+    ckpt, ckpt_weights, _, ckpt_on = run("ckpt", ["model.gradient_checkpointing=true"])
+    assert ckpt_on and not plain_ckpt
+    assert ckpt["tokens_generated"] == plain["tokens_generated"]  # the same episodes
+    assert math.isclose(ckpt["loss"], plain["loss"], rel_tol=1e-4, abs_tol=1e-7)
+    assert all(torch.allclose(plain_weights[k], ckpt_weights[k], atol=2 * lr) for k in plain_weights)
