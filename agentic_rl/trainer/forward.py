@@ -161,9 +161,9 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
         return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
     if batch.segment_ids is not None:
         mask, positions = _packed_attention(batch.segment_ids)
-        body = decoder(input_ids=ids, attention_mask=mask, position_ids=positions)
+        body = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
     else:
-        body = decoder(input_ids=ids, attention_mask=attn)
+        body = decoder(input_ids=ids, attention_mask=attn, use_cache=False)
     # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
     return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
 
@@ -183,7 +183,8 @@ def _unshared_prefix(decoder, batch: Batch) -> torch.Tensor:
     B, T, P = ids.shape[0], ids.shape[1], len(batch.prefix_ids)
     prefix = torch.tensor([batch.prefix_ids]).expand(B, P)
     body = decoder(input_ids=torch.cat([prefix, ids], dim=1),
-                   attention_mask=torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1))
+                   attention_mask=torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1),
+                   use_cache=False)
     return body.last_hidden_state[:, P - 1 : P - 1 + T]  # position P-1+t predicts ids[:, t]
 
 
