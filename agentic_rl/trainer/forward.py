@@ -9,9 +9,11 @@ prefix into every row) and cuts the training compute by the prompt's share of th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager, nullcontext
 from typing import NamedTuple
 
 import torch
+from transformers import DynamicCache
 
 from agentic_rl.types import Batch, Trajectory
 
@@ -148,15 +150,18 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
     decoder = base.get_decoder()
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
-    if batch.prefix_ids and _checkpointed(decoder):
-        return _unshared_prefix(decoder, batch)
     if batch.prefix_ids:
         prefix = torch.tensor([batch.prefix_ids])
-        first = decoder(input_ids=prefix, use_cache=True)
+        checkpointed = _checkpointed(decoder)
+        with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
+            first = decoder(input_ids=prefix, use_cache=True)  # one row: its activations are cheap to keep
         cache = first.past_key_values
         cache.batch_repeat_interleave(B)
+        if checkpointed:
+            cache.__class__ = _FrozenPrefix  # same state; only `update` differs
         full_mask = torch.cat([torch.ones(B, prefix.shape[1], dtype=attn.dtype), attn], dim=1)
-        body = decoder(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=True)
+        with _flags(decoder.layers, _can_checkpoint_with_cache=True) if checkpointed else nullcontext():
+            body = decoder(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=not checkpointed)
         last = first.last_hidden_state[:, -1:].expand(B, 1, -1)
         return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
     if batch.segment_ids is not None:
@@ -170,22 +175,38 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
 
 def _checkpointed(decoder) -> bool:
     """The decoder's layers recompute their forward in the backward pass (`model.gradient_checkpointing`).
-    Such layers drop a KV cache (a replay would write it twice), so the shared prefix cannot be passed
-    to the rows as a cache."""
+    HF's wrapper then drops any KV cache (a replay would write it twice), so the shared prefix is
+    passed as a `_FrozenPrefix`, which is never written."""
     return (decoder.training and torch.is_grad_enabled()
             and any(getattr(layer, "gradient_checkpointing", False) for layer in decoder.layers))
 
 
-def _unshared_prefix(decoder, batch: Batch) -> torch.Tensor:
-    """`hidden_states` for a shared-prefix batch with the prefix forwarded in every row: the same
-    numbers, more compute (the price of checkpointing; its memory saving is far larger)."""
-    ids, attn = batch.input_ids, batch.attention_mask
-    B, T, P = ids.shape[0], ids.shape[1], len(batch.prefix_ids)
-    prefix = torch.tensor([batch.prefix_ids]).expand(B, P)
-    body = decoder(input_ids=torch.cat([prefix, ids], dim=1),
-                   attention_mask=torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1),
-                   use_cache=False)
-    return body.last_hidden_state[:, P - 1 : P - 1 + T]  # position P-1+t predicts ids[:, t]
+class _FrozenPrefix(DynamicCache):
+    """The shared prefix's KV cache, served to a checkpointed body without ever growing: a
+    checkpointed layer runs twice (the forward, then its recompute in the backward), and both runs
+    must see the prefix and only the prefix."""
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        layer = self.layers[layer_idx]
+        return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
+
+
+@contextmanager
+def _flags(modules, **flags):
+    """Set attributes on `modules` for the duration. HF reads `gradient_checkpointing` (on the decoder,
+    which then turns `use_cache` off, and on each layer) and `_can_checkpoint_with_cache` (on each
+    layer) at call time."""
+    modules = list(modules)
+    saved = [{k: getattr(m, k) for k in flags} for m in modules]
+    for m in modules:
+        for k, v in flags.items():
+            setattr(m, k, v)
+    try:
+        yield
+    finally:
+        for m, old in zip(modules, saved):
+            for k, v in old.items():
+                setattr(m, k, v)
 
 
 def _packed_attention(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

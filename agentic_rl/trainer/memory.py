@@ -14,8 +14,8 @@ p tokens shared by its G rows; R = kG rows, each at most E generated tokens and 
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
 activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (each layer's fp32
-input) plus one layer's 34·H·2, recomputed in the backward, and the prompt counts once per row
-(`trainer/forward.py` cannot share it through a KV cache then). The prompt counts once: the trainer forwards a group's shared prefix
+input) plus one layer's 34·H·2, recomputed in the backward, for the rows' own tokens; the shared
+prompt (one row) is not checkpointed. The prompt counts once: the trainer forwards a group's shared prefix
 once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are turned into logits,
 so the vocabulary term (the logits, their log-softmax and its gradient in fp32: 0.59 MB per token
 for SmolLM2-135M) covers E tokens a row; the layer term is 1.17 MB per token. p is measured on a
@@ -51,14 +51,14 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
     conf = model.config
     P = sum(p.numel() for p in model.parameters())
     P_t = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    hidden = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
-    if cfg.model.gradient_checkpointing:  # each layer's fp32 input kept, one layer's activations live at a time
-        hidden = conf.num_hidden_layers * 4 * conf.hidden_size + 34 * conf.hidden_size * 2
+    full = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
+    # checkpointed: each layer's fp32 input kept, one layer's activations live at a time
+    hidden = conf.num_hidden_layers * 4 * conf.hidden_size + 34 * conf.hidden_size * 2 \
+        if cfg.model.gradient_checkpointing else full
     groups = max(1, rl.micro_batch_rows // rl.group_size)  # small groups share a micro-batch
     rows = groups * rl.group_size
     generated = rows * ro.max_episode_tokens  # the tokens turned into logits
-    prompts = rows if cfg.model.gradient_checkpointing else groups  # checkpointing forwards the prompt in every row
-    tokens = prompts * prompt_tokens + generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
+    body = generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
     teachers = len(cfg.distill.teachers)
     parts = {
         "weights": 4 * P,
@@ -70,8 +70,9 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
         "autocast_copy": 2 * P_t if inference_dtype(cfg.model.precision) == torch.bfloat16 != model.dtype else 0,
         "runtime": RUNTIME_BYTES,
         "teachers": 4 * P * teachers,
-        "activations": tokens * hidden + generated * 3 * 4 * conf.vocab_size,
-        "critic_activations": tokens * hidden if rl.critic == "model" else 0,  # its own forward and backward
+        # the shared prompt runs un-checkpointed (one row), the rows' own tokens as configured
+        "activations": groups * prompt_tokens * full + body * hidden + generated * 3 * 4 * conf.vocab_size,
+        "critic_activations": (groups * prompt_tokens + body) * full if rl.critic == "model" else 0,
         "teacher_logits": generated * 4 * conf.vocab_size if teachers else 0,
     }
     return {k: float(v) for k, v in parts.items()}

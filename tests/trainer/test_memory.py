@@ -67,10 +67,11 @@ def test_too_little_memory_stops_with_the_knobs(tiny):
     assert check_memory(tiny, cfg, 512, available=need * GB / 2)["mem_estimate_gb"] == need
 
 
-def test_checkpointing_keeps_only_layer_inputs_and_repeats_the_prompt(tiny):
-    """With `model.gradient_checkpointing` a token costs L * 4H (each layer's fp32 input) + 34H * 2
-    (the one layer being recomputed) instead of L * 34H * 2, and the prompt is forwarded in each of
-    the G rows. Without a prompt: activations = tokens * layer + generated * 12V, tokens = generated."""
+def test_checkpointing_keeps_only_layer_inputs_of_the_rows(tiny):
+    """With `model.gradient_checkpointing` a row's token costs L * 4H (each layer's fp32 input) + 34H * 2
+    (the one layer being recomputed) instead of L * 34H * 2; the shared prompt (one group here) is
+    forwarded once, not checkpointed, at the full L * 34H * 2. Without a prompt: activations =
+    tokens * layer + generated * 12V, tokens = generated."""
     conf = tiny.config
     L, H, V = conf.num_hidden_layers, conf.hidden_size, conf.vocab_size
     opts = ["rl.group_size=4", "rl.micro_batch_rows=4", "rollout.max_turns=1"]
@@ -79,4 +80,4 @@ def test_checkpointing_keeps_only_layer_inputs_and_repeats_the_prompt(tiny):
     generated = 4 * load_config("recipes/tiny.yaml").rollout.max_episode_tokens
     assert plain == generated * (L * 34 * H * 2 + 12 * V)
     assert ckpt(0) == generated * (L * 4 * H + 34 * H * 2 + 12 * V)
-    assert ckpt(10) - ckpt(0) == 4 * 10 * (L * 4 * H + 34 * H * 2)
+    assert ckpt(10) - ckpt(0) == 10 * L * 34 * H * 2
