@@ -29,7 +29,7 @@ class ModelConfig:
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = torch's default
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
-    gradient_checkpointing: bool = False  # recompute layer activations in the backward: far less memory, ~1/3 more training compute
+    gradient_checkpointing: bool = False  # recompute layer activations in the backward: less memory, one more forward of compute
 
 
 @dataclass
