@@ -20,13 +20,14 @@ from agentic_rl.types import Task
 
 DIFFICULTIES = (1, 2, 3)
 DIFFICULTY_WEIGHTS = (0.3, 0.4, 0.3)  # default mix when no difficulty is given
-SPLITS = ("train", "heldout_in", "heldout_out")
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra")  # rl_extra: RL prompts only
 TRAIN_SEED = 0  # the train stream heldout_in is kept disjoint from
 EXCLUDED_TRAIN_TASKS = 20_000
 # Families per block of ten tasks, shuffled within the block: exact proportions, yet no fixed order.
 _FAMILY_BLOCKS = {
     "train": ("bare",) * 3 + ("one_step",) * 4 + ("two_step",) * 3,
     "heldout_out": ("one_step",) * 5 + ("two_step",) * 5,
+    "rl_extra": ("one_step",) * 5 + ("two_step",) * 5,
 }
 _RANGES = {  # number sizes per difficulty: how many digits the model would have to get right
     "count": {1: (3, 9), 2: (6, 30), 3: (12, 99)},
@@ -274,19 +275,94 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
         ("There are {step} teams.", "The teams need {step} balls.")),
 )
 
+# Prompts for RL only: RL needs a checkable answer, not a demonstration, so its prompt set can be wider
+# than the SFT demonstrations (`rl.splits: [train, rl_extra]`). Other scenarios and sentence patterns
+# again; none shares a wording skeleton with HELDOUT_TEMPLATES (tested), so the out-of-template eval
+# stays unseen by every stage.
+RL_TEMPLATES: tuple[Template, ...] = (
+    Template("tulip_rows", "one_step",
+        ("{name} plants {rows} rows of tulips with {per} tulips in every row. How many tulips is that?",
+         "How many tulips grow in a flower bed made of {rows} rows holding {per} tulips apiece?"),
+        {"name": NAMES, "rows": "count", "per": "value"},
+        ("{rows} * {per}",), "{rows} * {per}", ("There are {step} tulips.",)),
+    Template("pizza_slices", "one_step",
+        ("At a party, {total} pizza slices go equally to {people} guests. How many slices per guest?",
+         "{name} cuts {total} slices of pizza for {people} guests so everybody gets the same amount. "
+         "How many slices does one guest get?"),
+        {"name": NAMES, "people": "count", "per": "value", "total": _product("people", "per")},
+        ("{total} / {people}",), "{total} / {people}", ("Each guest gets {step} slices.",)),
+    Template("kite_height", "one_step",
+        ("A kite flying at {h1} meters sinks by {h2} meters. What is its height now, in meters?",
+         "{name}'s drone hovers {h1} meters up, then descends {h2} meters. How high is it afterwards?"),
+        {"name": NAMES, "h1": "big", "h2": _between("h1", 3)},
+        ("{h1} - {h2}",), "{h1} - {h2}", ("The height is {step} meters.",)),
+    Template("stamp_gift", "one_step",
+        ("{name} owns {a} stamps and receives {b} more as a gift. How many stamps does {name} own now?",
+         "After a gift of {b} coins, how many coins does a collector who had {a} coins hold?"),
+        {"name": NAMES, "a": "big", "b": "big"},
+        ("{a} + {b}",), "{a} + {b}", ("Now there are {step}.",)),
+    Template("rope_pieces", "one_step",
+        ("A rope was cut into {pieces} pieces, each {length} centimeters long. "
+         "What was the length of the rope in centimeters?",
+         "{pieces} equal ribbons of {length} cm were cut from one roll. How many centimeters of ribbon was that?"),
+        {"pieces": "count", "length": "value"},
+        ("{pieces} * {length}",), "{pieces} * {length}", ("The rope was {step} centimeters.",)),
+    Template("parking_free", "two_step",
+        ("A parking garage has {levels} levels with {spots} spots on each level, and {taken} spots are taken. "
+         "How many spots are free?",
+         "On each of {levels} floors a car park offers {spots} spaces. If {taken} spaces are occupied, "
+         "how many are empty?"),
+        {"levels": "count", "spots": "value", "total": _product("levels", "spots"), "taken": _between("total")},
+        ("{levels} * {spots}", "{prev} - {taken}"), "{levels} * {spots} - {taken}",
+        ("The garage has {step} spots.", "{step} spots are free.")),
+    Template("pencil_boxes", "two_step",
+        ("A teacher opens {boxes} boxes of {per} pencils and hands them out equally to {kids} students. "
+         "How many pencils does each student get?",
+         "{name} has {boxes} packs with {per} pencils in each and gives them to {kids} classmates in equal "
+         "shares. What is one classmate's share?"),
+        {"name": NAMES, "kids": "count", "per": "value", "boxes": lambda v, rng, d: v["kids"] * rng.randint(2, 6)},
+        ("{boxes} * {per}", "{prev} / {kids}"), "{boxes} * {per} / {kids}",
+        ("There are {step} pencils.", "Each student gets {step} pencils.")),
+    Template("orchard_trees", "two_step",
+        ("An orchard has {rows} rows of {trees} trees, plus {extra} trees near the gate. "
+         "How many trees does the orchard have?",
+         "How many trees are there if {rows} rows each hold {trees} trees and {extra} more stand alone?"),
+        {"rows": "count", "trees": "value", "extra": "value"},
+        ("{rows} * {trees}", "{prev} + {extra}"), "{rows} * {trees} + {extra}",
+        ("The rows hold {step} trees.", "Altogether there are {step} trees.")),
+    Template("jar_savings", "two_step",
+        ("{name} had {a} dollars, earned {b} dollars more, and put all of it equally into {jars} jars. "
+         "How many dollars are in each jar?",
+         "Two friends bring {a} and {b} marbles and sort all of them evenly into {jars} jars. "
+         "How many marbles end up in one jar?"),
+        {"name": NAMES, "jars": "count", "per": "value", "total": _product("jars", "per"),
+         "a": lambda v, rng, d: rng.randint(v["total"] // 4, 3 * v["total"] // 4),
+         "b": lambda v, rng, d: v["total"] - v["a"]},
+        ("{a} + {b}", "{prev} / {jars}"), "({a} + {b}) / {jars}",
+        ("Together that is {step}.", "Each jar holds {step}.")),
+    Template("jug_pour", "two_step",
+        ("A jug holds {cap} milliliters of juice. {name} pours {cups} cups of {per} milliliters. "
+         "How many milliliters stay in the jug?",
+         "{name} fills {cups} glasses with {per} ml each from a {cap} ml jug. How much juice is left in ml?"),
+        {"name": NAMES, "cups": "count", "per": "value",
+         "cap": lambda v, rng, d: (v["cups"] * v["per"] // 100 + rng.randint(1, 5)) * 100},
+        ("{cups} * {per}", "{cap} - {prev}"), "{cap} - {cups} * {per}",
+        ("{name} pours {step} milliliters.", "The jug still has {step} milliliters.")),
+)
+
 # fmt: on
-TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TRAIN_TEMPLATES + HELDOUT_TEMPLATES}
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TRAIN_TEMPLATES + HELDOUT_TEMPLATES + RL_TEMPLATES}
 
 
 def _draws(split: str, seed: int, difficulty: int | None) -> Iterator[tuple[Template, dict, str, int]]:
     """Endless (template, values, prompt, difficulty) stream for a split; a pure function of its arguments."""
     rng = random.Random(f"calc:{split}:{seed}")  # str seeds are stable across processes and hash seeds
-    pool = HELDOUT_TEMPLATES if split == "heldout_out" else TRAIN_TEMPLATES
+    pool = {"heldout_out": HELDOUT_TEMPLATES, "rl_extra": RL_TEMPLATES}.get(split, TRAIN_TEMPLATES)
     by_family = {f: [t for t in pool if t.family == f] for f in ("bare", "one_step", "two_step")}
     block: list[str] = []
     while True:
         if not block:
-            block = list(_FAMILY_BLOCKS["heldout_out" if split == "heldout_out" else "train"])
+            block = list(_FAMILY_BLOCKS.get(split, _FAMILY_BLOCKS["train"]))
             rng.shuffle(block)
         template = rng.choice(by_family[block.pop()])
         level = difficulty if difficulty is not None else rng.choices(DIFFICULTIES, DIFFICULTY_WEIGHTS)[0]
@@ -310,7 +386,8 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     """`n` calculator tasks, deterministic in the arguments; the first k of n equal make_tasks(k, ...).
 
     split: "train" and "heldout_in" draw TRAIN_TEMPLATES (heldout_in never repeats one of the first
-    EXCLUDED_TRAIN_TASKS train problems), "heldout_out" draws HELDOUT_TEMPLATES. difficulty: 1..3, or
+    EXCLUDED_TRAIN_TASKS train problems), "heldout_out" draws HELDOUT_TEMPLATES, "rl_extra" (prompts for RL
+    only, never demonstrated) RL_TEMPLATES. difficulty: 1..3, or
     None for the DIFFICULTY_WEIGHTS mix.
     """
     if split not in SPLITS:

@@ -38,6 +38,14 @@ def register_sampler(name: str):
     return add
 
 
+def mixed_pool(tasks: Callable[[str, int, int], list[Task]], splits: Sequence[str], n: int, seed: int) -> list[Task]:
+    """`n` tasks from several splits in equal shares, interleaved so that any prefix keeps the shares
+    (`tasks` is an env's `tasks(split, n, seed)`). One split gives exactly that split's tasks."""
+    k = len(splits)
+    per_split = [tasks(split, -(-n // k), seed) for split in splits]
+    return [per_split[i % k][i // k] for i in range(n)]
+
+
 def make_sampler(name: str, pool: Sequence[Task], seed: int, **options: Any) -> TaskSampler:
     if name not in SAMPLERS:
         raise KeyError(f"unknown task sampler {name!r}; known: {', '.join(sorted(SAMPLERS))}")

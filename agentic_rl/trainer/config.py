@@ -80,6 +80,9 @@ class RLConfig:
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
     task_sampler: str = "uniform"  # uniform | pass_rate (curriculum on the pass rate of each task kind)
     task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
+    # env splits the RL prompts come from, in equal shares; RL needs no demonstration, so a prompt-only
+    # split (the calculator's rl_extra) can widen it beyond what SFT saw. Never an eval split.
+    splits: list[str] = field(default_factory=lambda: ["train"])
     lr: float = 1e-6
     lr_schedule: str = "constant"  # constant | linear | cosine: decay over the RL steps after the warmup
     warmup_steps: int = 0  # RL steps of linear warmup from lr / (warmup_steps) to lr
@@ -293,6 +296,7 @@ def _check(cfg: Config) -> None:
         raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
     _check_names(cfg.rl)
     _check_env(cfg.env)
+    _check_splits(cfg)
     _check_distill(cfg.distill)
     if cfg.hindsight.teacher and _missing_directory(cfg.hindsight.teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {cfg.hindsight.teacher}")
@@ -375,6 +379,22 @@ def _check_env(env: EnvConfig) -> None:
         raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
+
+
+def _check_splits(cfg: Config) -> None:
+    """RL and eval splits exist in the env, and RL never trains on a split that is evaluated."""
+    from agentic_rl.envs.registry import get_env
+
+    known = get_env(cfg.env.name).splits
+    for key, splits in (("rl.splits", cfg.rl.splits), ("eval.splits", cfg.eval.splits)):
+        unknown = [s for s in splits if s not in known]
+        if unknown:
+            raise ConfigError(f"{key}: env {cfg.env.name!r} has no split {unknown[0]!r}; known: {', '.join(known)}")
+    if not cfg.rl.splits:
+        raise ConfigError("rl.splits must name at least one split")
+    shared = sorted(set(cfg.rl.splits) & set(cfg.eval.splits))
+    if shared:
+        raise ConfigError(f"rl.splits: {shared[0]!r} is also an eval split; RL would train on the test")
 
 
 def _check_names(rl: RLConfig) -> None:

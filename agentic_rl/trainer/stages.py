@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
-from agentic_rl.data.curriculum import make_sampler
+from agentic_rl.data.curriculum import make_sampler, mixed_pool
 from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
@@ -112,8 +112,8 @@ class RLParts:
 
 def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
     rl = cfg.rl
-    sampler = make_sampler(rl.task_sampler, spec.tasks("train", rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed),
-                           seed=rl.seed)
+    pool = mixed_pool(spec.tasks, rl.splits, rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed)
+    sampler = make_sampler(rl.task_sampler, pool, seed=rl.seed)
     critic = make_critic(rl.critic, model, tokenizer, rl.critic_model)
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None

@@ -10,6 +10,7 @@ import pytest
 from agentic_rl.data import calculator as calc_data
 from agentic_rl.data.calculator import (
     HELDOUT_TEMPLATES,
+    RL_TEMPLATES,
     TRAIN_SEED,
     TRAIN_TEMPLATES,
     demonstration,
@@ -18,7 +19,7 @@ from agentic_rl.data.calculator import (
 from agentic_rl.tools import calculator, safe_eval
 from agentic_rl.types import Task
 
-SPLITS = ("train", "heldout_in", "heldout_out")
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra")
 
 
 def _words(wording: str) -> list[str]:
@@ -59,7 +60,7 @@ def test_tasks_are_consistent(split: str, difficulty: int | None) -> None:
             assert task.meta["difficulty"] == difficulty
 
 
-@pytest.mark.parametrize("template", TRAIN_TEMPLATES + HELDOUT_TEMPLATES, ids=lambda t: t.id)
+@pytest.mark.parametrize("template", TRAIN_TEMPLATES + HELDOUT_TEMPLATES + RL_TEMPLATES, ids=lambda t: t.id)
 def test_every_template_solves_exactly(template: calc_data.Template) -> None:
     # Invariant: every draw of every template at every difficulty has exact, non-negative integer steps,
     # and the one-call expression agrees with the chained steps.
@@ -128,6 +129,18 @@ def test_heldout_wordings_share_no_skeleton_with_train() -> None:
             assert not shared, (template.id, shared)
 
 
+def test_rl_prompts_share_no_skeleton_with_heldout() -> None:
+    # Invariant: the RL-only prompts (rl_extra) widen training without touching the out-of-template
+    # eval: no RL template id, skeleton or word 4-gram of a held-out wording occurs among them.
+    assert not {t.id for t in RL_TEMPLATES} & {t.id for t in TRAIN_TEMPLATES + HELDOUT_TEMPLATES}
+    heldout_grams = {g for t in HELDOUT_TEMPLATES for w in t.wordings for g in _ngrams(w, 4)}
+    for template in RL_TEMPLATES:
+        assert len(template.wordings) >= 2
+        for wording in template.wordings:
+            shared = _ngrams(wording, 4) & heldout_grams
+            assert not shared, (template.id, shared)
+
+
 def test_heldout_in_never_repeats_a_train_task() -> None:
     # Invariant: heldout_in measures new numbers on trained templates, so none of its problems may occur
     # among the first 20,000 default train tasks, in any wording.
@@ -152,6 +165,7 @@ def test_heldout_in_is_fast_from_a_cold_cache() -> None:
         ("train", {"bare": 0.3, "one_step": 0.4, "two_step": 0.3}),
         ("heldout_in", {"bare": 0.3, "one_step": 0.4, "two_step": 0.3}),
         ("heldout_out", {"one_step": 0.5, "two_step": 0.5}),
+        ("rl_extra", {"one_step": 0.5, "two_step": 0.5}),
     ],
 )
 def test_family_mix(split: str, expected: dict[str, float]) -> None:
@@ -165,6 +179,8 @@ def test_templates_are_all_used() -> None:
     assert {t.meta["template"] for t in make_tasks(1000, seed=2)} == {t.id for t in TRAIN_TEMPLATES}
     heldout = make_tasks(1000, seed=2, split="heldout_out")
     assert {t.meta["template"] for t in heldout} == {t.id for t in HELDOUT_TEMPLATES}
+    extra = make_tasks(1000, seed=2, split="rl_extra")
+    assert {t.meta["template"] for t in extra} == {t.id for t in RL_TEMPLATES}
 
 
 def test_difficulty_grows_the_numbers() -> None:

@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler
+from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler, mixed_pool
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
 
@@ -62,3 +62,16 @@ def test_pass_rate_metrics_name_each_kind_seen():
     assert s.metrics() == {}
     s.update(_groups({"easy": 1.0, "hard": 0.0}))  # 10/10 and 0/10: (10+1)/12 and 1/12
     assert s.metrics() == {"pass_rate/easy": round(11 / 12, 4), "pass_rate/hard": round(1 / 12, 4)}
+
+
+def _split_tasks(split: str, n: int, seed: int) -> list[Task]:
+    return [Task(f"{split}-{seed}-{i}", "p") for i in range(n)]
+
+
+def test_mixed_pool_interleaves_equal_shares_and_one_split_is_that_split():
+    # Invariant: every prefix of the pool holds the splits in equal shares (within one task), so a
+    # short run samples all of them; each split contributes its own stream's first tasks, in order.
+    pool = mixed_pool(_split_tasks, ["a", "b", "c"], 10, seed=4)
+    assert [t.id for t in pool[:6]] == ["a-4-0", "b-4-0", "c-4-0", "a-4-1", "b-4-1", "c-4-1"]
+    assert collections.Counter(t.id[0] for t in pool) == {"a": 4, "b": 3, "c": 3}
+    assert mixed_pool(_split_tasks, ["a"], 5, seed=1) == _split_tasks("a", 5, 1)

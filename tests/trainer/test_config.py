@@ -35,6 +35,10 @@ def recipe(tmp_path):
         ("", ["model.precision=fp8"], "model.precision"),
         ("", ["rl.steps"], "expected key=value"),
         ("", ["rl.train_observations=true", "rl.epochs=2"], "rl.train_observations needs rl.epochs: 1"),
+        ("", ["rl.splits=[train, rl_extr]"], "rl.splits: env 'calculator' has no split 'rl_extr'"),
+        ("", ["rl.splits=[train, heldout_out]"], "rl.splits: 'heldout_out' is also an eval split"),
+        ("", ["rl.splits=[]"], "rl.splits must name at least one split"),
+        ("", ["eval.splits=[test]"], "eval.splits: env 'calculator' has no split 'test'"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
