@@ -109,6 +109,12 @@ def _product(*keys: str) -> Callable[[dict, random.Random, int], int]:
     return lambda v, rng, d: functools.reduce(lambda a, k: a * v[k], keys, 1)
 
 
+def _split(total: str) -> dict[str, Callable[[dict, random.Random, int], int]]:
+    """Two parts `a` + `b` of an earlier-drawn total, neither below a quarter of it."""
+    return {"a": lambda v, rng, d: rng.randint(v[total] // 4, 3 * v[total] // 4),
+            "b": lambda v, rng, d: v[total] - v["a"]}
+
+
 # fmt: off
 _ITEMS = ("notebook", "lamp", "mug", "backpack", "poster")
 _THINGS = ("stickers", "marbles", "cards", "stamps")
@@ -197,8 +203,7 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
          "{name} picks {a} oranges in the morning and {b} in the afternoon, then packs them equally into "
          "{baskets} baskets. How many oranges go in each basket?"),
         {"name": NAMES, "baskets": "count", "per": "value", "total": _product("baskets", "per"),
-         "a": lambda v, rng, d: rng.randint(v["total"] // 4, 3 * v["total"] // 4),
-         "b": lambda v, rng, d: v["total"] - v["a"]},
+         **_split("total")},
         ("{a} + {b}", "{prev} / {baskets}"), "({a} + {b}) / {baskets}",
         ("Together there are {step} oranges.", "Each basket gets {step} oranges.")),
 )
@@ -336,8 +341,7 @@ RL_TEMPLATES: tuple[Template, ...] = (
          "Two friends bring {a} and {b} marbles and sort all of them evenly into {jars} jars. "
          "How many marbles end up in one jar?"),
         {"name": NAMES, "jars": "count", "per": "value", "total": _product("jars", "per"),
-         "a": lambda v, rng, d: rng.randint(v["total"] // 4, 3 * v["total"] // 4),
-         "b": lambda v, rng, d: v["total"] - v["a"]},
+         **_split("total")},
         ("{a} + {b}", "{prev} / {jars}"), "({a} + {b}) / {jars}",
         ("Together that is {step}.", "Each jar holds {step}.")),
     Template("jug_pour", "two_step",
