@@ -23,6 +23,7 @@ import torch
 from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.precision import inference_dtype
+from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
 
 
@@ -159,11 +160,11 @@ class HFSession:
             input_ids=ids,
             attention_mask=self.mask,
             position_ids=positions,
-            past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=1,
+            **{cache_kwarg(self.engine._infer): self.cache},
         )
-        self.cache = out.past_key_values
+        self.cache = output_cache(out)
         return out.logits[:, -1, :].float()
 
     def _prefill_first(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:

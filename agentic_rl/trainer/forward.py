@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from transformers import DynamicCache
 
+from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.types import Batch, Trajectory
 
 
@@ -155,13 +156,13 @@ def hidden_states(model, batch: Batch) -> torch.Tensor:
         checkpointed = _checkpointed(decoder)
         with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
             first = decoder(input_ids=prefix, use_cache=True)  # one row: its activations are cheap to keep
-        cache = first.past_key_values
+        cache = output_cache(first)
         cache.batch_repeat_interleave(B)
         if checkpointed:
             cache.__class__ = _FrozenPrefix  # same state; only `update` differs
         full_mask = torch.cat([torch.ones(B, prefix.shape[1], dtype=attn.dtype), attn], dim=1)
         with _flags(decoder.layers, _can_checkpoint_with_cache=True) if checkpointed else nullcontext():
-            body = decoder(input_ids=ids, attention_mask=full_mask, past_key_values=cache, use_cache=not checkpointed)
+            body = decoder(input_ids=ids, attention_mask=full_mask, use_cache=not checkpointed, **{cache_kwarg(decoder): cache})
         last = first.last_hidden_state[:, -1:].expand(B, 1, -1)
         return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
     if batch.segment_ids is not None:

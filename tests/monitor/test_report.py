@@ -67,7 +67,8 @@ def test_chromium_renders_masked_and_sampled_tokens_differently(run_dir, tokeniz
     shot = run_dir / "shot.png"
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,3000",
                     f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=60, check=True)
-    pixels = Image.open(shot).convert("RGB").getdata()
+    raw = Image.open(shot).convert("RGB").tobytes()  # not getdata(): deprecated in Pillow 12.1
+    pixels = [raw[i:i + 3] for i in range(0, len(raw), 3)]
 
     def count(rgb, tol=8):
         return sum(all(abs(p[i] - rgb[i]) <= tol for i in range(3)) for p in pixels)
