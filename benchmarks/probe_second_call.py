@@ -20,7 +20,6 @@ import torch
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import get_env
-from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.loader import load_model
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import load_config
@@ -42,17 +41,6 @@ def _cut_points(policy: str, cfg, spec, tasks):
     return cuts, tok
 
 
-@torch.no_grad()
-def _continue(model, ids: list[int], n: int) -> list[int]:
-    out, kv, x = [], None, torch.tensor([ids])
-    for _ in range(n):
-        o = model(input_ids=x, use_cache=True, **({} if kv is None else {cache_kwarg(model): kv}))
-        kv, nxt = output_cache(o), int(o.logits[0, -1].argmax())
-        out.append(nxt)
-        x = torch.tensor([[nxt]])
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="recipes/calculator.yaml")
@@ -66,13 +54,13 @@ def main() -> None:
     tasks = [t for t in spec.tasks("heldout_in", cfg.eval.tasks_per_split, cfg.eval.seed) if t.meta.get("family") == "two_step"]
     cuts, tok = _cut_points(args.policy, cfg, spec, tasks)
     report = {"policy": args.policy, "two_step_tasks": len(tasks), "one_call_then_answer": len(cuts), "models": {}}
+    look = SamplingParams(temperature=0.0, max_new_tokens=args.look)  # no stop string: read past the tag
     for name in args.models:
         model, _ = load_model(name)
-        model.eval()
+        samples = HFEngine(model, tok, "fp32").session().generate(dict(enumerate(p for _, p in cuts)), look)
         opens = {}
-        for template, prefix in cuts:
-            text = tok.decode(_continue(model, prefix, args.look))
-            opens.setdefault(template, []).append("<tool_call>" in text)
+        for i, (template, _) in enumerate(cuts):
+            opens.setdefault(template, []).append("<tool_call>" in samples[i].text)
         report["models"][name] = {t: f"{sum(v)}/{len(v)}" for t, v in sorted(opens.items())}
         report["models"][name]["all"] = f"{sum(sum(v) for v in opens.values())}/{len(cuts)}"
     print(json.dumps(report, indent=2))

@@ -41,6 +41,7 @@ class HFEngine:
         else:
             self._infer = copy.deepcopy(model).to(self.dtype)
         self._infer.eval()
+        self.cache_kw = cache_kwarg(self._infer)  # once: the forward's signature never changes
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _eos_ids(tokenizer, model)
         self.version = 0
@@ -162,7 +163,7 @@ class HFSession:
             position_ids=positions,
             use_cache=True,
             logits_to_keep=1,
-            **{cache_kwarg(self.engine._infer): self.cache},
+            **{self.engine.cache_kw: self.cache},
         )
         self.cache = output_cache(out)
         return out.logits[:, -1, :].float()
