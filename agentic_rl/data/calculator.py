@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,27 @@ class Template:
         if not output.lstrip("-").isdigit():
             raise ValueError(f"template {self.id} produced a non-integer answer {output!r} for {values}")
         return steps, int(output)
+
+
+_STEP = re.compile(r"^\(?\{(\w+)\} ([-+*/]) \{(\w+)\}\)?$")
+_OPENING = {"*": "multiply {a} by {b}", "/": "divide {a} by {b}", "+": "add {a} and {b}", "-": "subtract {b} from {a}"}
+_ON_RESULT = {"*": "multiply by {b}", "/": "divide by {b}", "+": "add {b}", "-": "subtract {b}"}
+_INTO_RESULT = {"*": "multiply by {a}", "/": "divide {a} by that", "+": "add {a}", "-": "subtract that from {a}"}
+
+
+def plan_clauses(step_formats: tuple[str, ...], values: Mapping[str, Any]) -> list[str] | None:
+    """The steps of a solution in words ("multiply 8 by 55", "subtract 171"), one clause per calculator
+    call, read off the template's step formats; None when a step is not one binary operation or a value
+    it names is missing."""
+    clauses = []
+    for fmt in step_formats:
+        m = _STEP.match(fmt)
+        if m is None or any(k != "prev" and k not in values for k in (m[1], m[3])):
+            return None
+        a, op, b = m.groups()
+        table = _INTO_RESULT if b == "prev" else _ON_RESULT if a == "prev" else _OPENING
+        clauses.append(table[op].format(a=values.get(a), b=values.get(b)))
+    return clauses
 
 
 def _bare_expression(values: dict, rng: random.Random, difficulty: int) -> str:
@@ -421,16 +443,19 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     return tasks
 
 
-def demonstration(task: Task, seed: int | str | None = None) -> list[dict[str, Any]]:
+def demonstration(task: Task, seed: int | str | None = None, plan: bool = False) -> list[dict[str, Any]]:
     """The messages after the user turn that solve `task` with the calculator (hermes tool-call style).
 
     Phrasing is drawn from a rng seeded by the task id (or `seed`), so demos vary across tasks but a
-    task's demo is reproducible.
+    task's demo is reproducible. `plan`: a word problem's first action opens with every call in words
+    ("Plan: multiply 8 by 55, then subtract 171."), and each later call restates its clause ("Then
+    subtract 171."), so every decision of the episode is taken in the first words after the prompt.
     """
     rng = random.Random(f"demo:{task.id}" if seed is None else seed)
     template = TEMPLATES_BY_ID.get(task.meta.get("template", ""))
     values = task.meta.get("values", {})
     messages: list[dict[str, Any]] = []
+    clauses = plan_clauses(template.steps, values) if plan and template and template.family != "bare" else None
     for i, step in enumerate(task.meta["steps"]):
         note = template.notes[i] if template is not None and i < len(template.notes) else _GENERIC_NOTE
         note = rng.choice(note) if isinstance(note, tuple) else note
@@ -438,6 +463,9 @@ def demonstration(task: Task, seed: int | str | None = None) -> list[dict[str, A
             sentence = note.format(**values, step=step)
         except KeyError:  # a task built elsewhere, without the slot values this note names
             sentence = _GENERIC_NOTE.format(step=step)
+        if clauses:
+            head = "Plan: " + ", then ".join(clauses) if i == 0 else "Then " + clauses[i]
+            sentence = f"{head}. {sentence}"
         call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": step}}}
         content = f"{sentence} {rng.choice(_TOOL_PHRASES)}"
         messages.append({"role": "assistant", "content": content, "tool_calls": [call]})

@@ -222,6 +222,46 @@ def test_demonstrations_are_deterministic_and_varied() -> None:
     assert len(openings) > 1  # the tool phrase varies across tasks
 
 
+# Each plan clause read back into arithmetic; "{prev}" is the result of the call before.
+_CLAUSES_BACK = (
+    (r"multiply (\d+) by (\d+)", "{0} * {1}"), (r"divide (\d+) by (\d+)", "{0} / {1}"),
+    (r"add (\d+) and (\d+)", "{0} + {1}"), (r"subtract (\d+) from (\d+)", "{1} - {0}"),
+    (r"multiply by (\d+)", "{prev} * {0}"), (r"divide by (\d+)", "{prev} / {0}"),
+    (r"add (\d+)", "{prev} + {0}"), (r"subtract (\d+)", "{prev} - {0}"),
+    (r"subtract that from (\d+)", "{0} - {prev}"), (r"divide (\d+) by that", "{0} / {prev}"),
+)
+
+
+def _read_back(clause: str, prev: str) -> str:
+    for pattern, expression in _CLAUSES_BACK:
+        if m := re.fullmatch(pattern, clause):
+            return expression.format(*m.groups(), prev=prev)
+    raise AssertionError(f"unreadable plan clause {clause!r}")
+
+
+@pytest.mark.parametrize("split", ["train", "rl_extra"])
+def test_word_problem_demonstrations_open_with_a_faithful_plan(split: str) -> None:
+    # The first action states every call in words; each later action restates its own clause. Read
+    # back, the clauses compute exactly what the demonstration's calls compute, so the plan the policy
+    # learns to write is a plan it can follow.
+    for task in make_tasks(150, seed=3, split=split):
+        assert not any("Plan:" in m.get("content", "") for m in demonstration(task))  # only when asked
+        actions = [m["content"] for m in demonstration(task, plan=True) if m["role"] == "assistant"][:-1]
+        if task.meta["family"] == "bare":
+            assert not actions[0].startswith("Plan:")
+            continue
+        plan = re.match(r"Plan: (.+?)\. ", actions[0])
+        assert plan is not None, actions[0]
+        clauses = plan[1].split(", then ")
+        assert len(clauses) == len(task.meta["steps"])
+        prev = ""
+        for i, (clause, step) in enumerate(zip(clauses, task.meta["steps"], strict=True)):
+            assert calculator(_read_back(clause, prev)) == calculator(step)
+            if i:
+                assert actions[i].startswith(f"Then {clause}. ")
+            prev = calculator(step)
+
+
 def test_baker_example() -> None:
     # The brief's example: 24 trays of 36 cookies, 415 sold -> 24 * 36 = 864, 864 - 415 = 449.
     template = calc_data.TEMPLATES_BY_ID["bake_sell"]

@@ -16,9 +16,10 @@ from agentic_rl.envs.registry import ENVS, get_env, register_env
 _counter = itertools.count()
 
 
+@pytest.mark.parametrize("name", ["calculator", "calculator_plan"])
 @pytest.mark.parametrize("fmt", ["hermes", "openai"])
-def test_calculator_passes_every_check(tokenizer, fmt):
-    checks = check_env("calculator", tokenizer, {"format": fmt})
+def test_calculator_passes_every_check(tokenizer, fmt, name):
+    checks = check_env(name, tokenizer, {"format": fmt})
     assert [c.name for c in checks if not c.passed] == [], [c for c in checks if not c.passed]
     assert len(checks) == 7
 

@@ -3,12 +3,15 @@ render of the conversation, and the trained tokens are exactly the assistant's o
 
 from __future__ import annotations
 
+import pytest
+
 from agentic_rl.envs.registry import get_env
 from agentic_rl.rollout.demos import demonstration_trajectory
 
 
-def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer):
-    spec = get_env("calculator")
+@pytest.mark.parametrize("name", ["calculator", "calculator_plan"])
+def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer, name):
+    spec = get_env(name)
     env = spec.make_env({})
     for task in spec.tasks("train", 12, 5):
         demo = spec.demonstration(task, env)

@@ -46,15 +46,16 @@ def tasks(split: str, n: int, seed: int):
     return data.make_tasks(n, seed=seed, split=split)
 
 
-SPEC = register_env(
-    EnvSpec(
-        name="calculator",
-        make_env=make_env,
-        make_reward=lambda options: NumericAnswerReward(float(options.get("format_weight", 0.1)),
-                                                        bool(options.get("format_needs_tool", False))),
-        tasks=tasks,
-        splits=data.SPLITS,
-        options=("format", "tool_timeout_s", "format_weight", "format_needs_tool"),
-        demonstration=lambda task, env: data.demonstration(task),
-    )
-)
+def make_reward(options: Mapping[str, Any]) -> NumericAnswerReward:
+    return NumericAnswerReward(float(options.get("format_weight", 0.1)), bool(options.get("format_needs_tool", False)))
+
+
+OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
+SPEC = register_env(EnvSpec(name="calculator", make_env=make_env, make_reward=make_reward, tasks=tasks,
+                            splits=data.SPLITS, options=OPTIONS,
+                            demonstration=lambda task, env: data.demonstration(task)))
+# The same tasks, tools, reward and splits; only the demonstrations differ: they open with the plan
+# (docs/envs/calculator.md#the-plan-variant-calculator_plan).
+PLAN_SPEC = register_env(EnvSpec(name="calculator_plan", make_env=make_env, make_reward=make_reward, tasks=tasks,
+                                 splits=data.SPLITS, options=OPTIONS,
+                                 demonstration=lambda task, env: data.demonstration(task, plan=True)))
