@@ -51,11 +51,15 @@ def make_reward(options: Mapping[str, Any]) -> NumericAnswerReward:
 
 
 OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
-SPEC = register_env(EnvSpec(name="calculator", make_env=make_env, make_reward=make_reward, tasks=tasks,
-                            splits=data.SPLITS, options=OPTIONS,
-                            demonstration=lambda task, env: data.demonstration(task)))
+
+
+def _spec(name: str, plan: bool) -> EnvSpec:
+    return register_env(EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks,
+                                splits=data.SPLITS, options=OPTIONS,
+                                demonstration=lambda task, env: data.demonstration(task, plan=plan)))
+
+
+SPEC = _spec("calculator", plan=False)
 # The same tasks, tools, reward and splits; only the demonstrations differ: they open with the plan
 # (docs/envs/calculator.md#the-plan-variant-calculator_plan).
-PLAN_SPEC = register_env(EnvSpec(name="calculator_plan", make_env=make_env, make_reward=make_reward, tasks=tasks,
-                                 splits=data.SPLITS, options=OPTIONS,
-                                 demonstration=lambda task, env: data.demonstration(task, plan=True)))
+PLAN_SPEC = _spec("calculator_plan", plan=True)
