@@ -6,7 +6,8 @@ re-prefills the conversation so far, and rows move to their next turn without wa
 others. Rows of different lengths share one
 cache: padding may sit anywhere in a row (it is masked and given no position), which lets rows
 receive observations of different lengths. Identical prompts (the G samples of a group) are
-prefilled once and the cache rows are copied.
+prefilled once and the cache rows are copied; the prefix all prompts share (system prompt, tool
+schemas) is prefilled once and kept once, read by every row through `prefix_attention`.
 
 Sampling runs on a bf16 copy of the weights where the CPU has native bf16 (about 5x faster than
 fp32 here); `sync_weights` copies the trained fp32 weights into it after each update. A LoRA
@@ -17,12 +18,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 
 import torch
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.precision import inference_dtype
+from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
 
@@ -42,6 +46,8 @@ class HFEngine:
             self._infer = copy.deepcopy(model).to(self.dtype)
         self._infer.eval()
         self.cache_kw = cache_kwarg(self._infer)  # once: the forward's signature never changes
+        self.shares_prefix = reproduces_attention(self._infer, self.cache_kw)
+        self.last_logits = LastLogits(self._infer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _eos_ids(tokenizer, model)
         self.version = 0
@@ -157,16 +163,17 @@ class HFSession:
     # ------------------------------------------------------------------ cache bookkeeping
     def _forward(self, ids, mask_new, positions):
         self.mask = torch.cat([self.mask, mask_new], dim=1)
-        out = self.engine._infer(
-            input_ids=ids,
-            attention_mask=self.mask,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-            **{self.engine.cache_kw: self.cache},
-        )
+        shared = prefix_attention(self.engine._infer, self.cache) if self.cache.has_prefix else nullcontext()
+        with shared:
+            logits, out = self.engine.last_logits(
+                input_ids=ids,
+                attention_mask=self.mask,
+                position_ids=positions,
+                use_cache=True,
+                **{self.engine.cache_kw: self.cache},
+            )
         self.cache = output_cache(out)
-        return out.logits[:, -1, :].float()
+        return logits
 
     def _prefill_first(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
         # Prefill each distinct prompt once and copy cache rows (the G samples of a group), and the
@@ -181,7 +188,12 @@ class HFSession:
         self.next_pos = torch.zeros(1, dtype=torch.long)
         if shared:
             self._append([list(prompts[0][:shared])])
-            self._select(torch.zeros(len(prompts), dtype=torch.long))
+            if self.engine.shares_prefix:  # kept once; each row's cache holds only its own tokens
+                self.cache.freeze_prefix()
+                self.mask = torch.zeros(len(prompts), 0, dtype=torch.long)
+                self.next_pos = torch.full((len(prompts),), shared, dtype=torch.long)
+            else:
+                self._select(torch.zeros(len(prompts), dtype=torch.long))
         else:
             self.mask = torch.zeros(len(prompts), 0, dtype=torch.long)
             self.next_pos = torch.zeros(len(prompts), dtype=torch.long)

@@ -1,7 +1,10 @@
 """A KV cache that grows in place. transformers' DynamicLayer concatenates on every decode step,
 copying the whole cache each time (quadratic in length: a fifth of a decode step at batch 32 here).
 This layer writes into a buffer with spare capacity and exposes a view; capacity doubles when full.
-Inference only: in-place writes would break autograd, so training keeps the stock cache."""
+Inference only: in-place writes would break autograd, so training keeps the stock cache.
+
+A layer can also hold a prefix that every row shares (`GrowableCache.freeze_prefix`): its keys and
+values are kept once, outside the rows' buffers, and read by `prefix_attention`."""
 
 from __future__ import annotations
 
@@ -14,6 +17,14 @@ class GrowableLayer(DynamicLayer):
         super().lazy_initialization(key_states, value_states)
         self._k = self._v = None
         self._len = 0
+        self.prefix_k = self.prefix_v = None
+
+    def freeze_prefix(self) -> None:
+        """Move the cached tokens (batch 1) out of the rows' buffer into the shared prefix."""
+        self.prefix_k, self.prefix_v = self.keys, self.values
+        self._k = self._v = None
+        self._len = 0
+        self.keys, self.values = self.prefix_k[..., :0, :], self.prefix_v[..., :0, :]
 
     def update(self, key_states, value_states, *args, **kwargs):
         if not self.is_initialized:
@@ -55,3 +66,12 @@ class GrowableLayer(DynamicLayer):
 class GrowableCache(DynamicCache):
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=GrowableLayer)
+
+    def freeze_prefix(self) -> None:
+        """The tokens cached so far (one row) become the prefix every later row shares."""
+        for layer in self.layers:
+            layer.freeze_prefix()
+
+    @property
+    def has_prefix(self) -> bool:
+        return bool(self.layers) and getattr(self.layers[0], "prefix_k", None) is not None

@@ -82,6 +82,7 @@ def test_shared_prompt_prefix_matches_full_forward(tiny, tokenizer):
     system = tokenizer.encode("<|im_start|>system\nYou are a careful assistant with tools.<|im_end|>\n")
     prompts = {i: system + tokenizer.encode(q) for i, q in enumerate(["Add 2 and 2.", "What is 7 * 8 - 1?", "Hi"])}
     out = session.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=5))
+    assert engine.shares_prefix and session.cache.has_prefix  # the prefix was stored once, not per row
     for row, sample in out.items():
         logp = _full_logprobs(tiny, [*prompts[row], *sample.ids])
         start = len(prompts[row])

@@ -1,0 +1,90 @@
+"""The engine's decoding, with and without its two CPU decode paths, side by side in one process.
+
+    python benchmarks/bench_decode.py [--model smollm2] [--threads 2] [--repeats 2]
+
+Two workloads of the main job: a held-out evaluation batch (64 calculator tasks, greedy, the
+two-example prompt of the base-model baseline or zero-shot with `--zero-shot`) and a GRPO rollout
+batch (4 tasks x 8 samples at temperature 1). Each runs under three engine settings, alternately,
+`--repeats` times: `stock` (the shared prompt prefix copied into every row's cache, the logits by
+the model's own head), `prefix` (the prefix kept once and read by cascade attention,
+engines/prefix_attention.py) and `prefix+head` (also the logits by vocabulary slices,
+engines/head.py). Reports the best seconds per batch, tokens/s, the speed-up over stock, and
+whether the generated tokens are identical; written to benchmarks/results/decode.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.hf import HFEngine
+from agentic_rl.envs.registry import get_env
+from agentic_rl.models.loader import load_model
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer.config import load_config
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "decode.json"
+SETTINGS = {"stock": (False, False), "prefix": (True, False), "prefix+head": (True, True)}
+
+
+def workloads(spec, cfg, fewshot: bool) -> dict:
+    options = {**cfg.env.options, "fewshot": fewshot}
+    stop = spec.make_env(options).format.stop_strings
+    budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=stop)
+    sampled = SamplingParams(temperature=1.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=stop)
+    return {
+        "eval, 64 tasks greedy": (spec.tasks("heldout_in", 64, cfg.eval.seed), 1, greedy, options, budget),
+        "rollout, 4 tasks x 8": (spec.tasks("train", 4, 0), 8, sampled, {**cfg.env.options}, budget),
+    }
+
+
+def run(engine, tokenizer, spec, work) -> tuple[float, int, list]:
+    tasks, group, params, options, budget = work
+    start = time.perf_counter()
+    groups, stats = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks, group, params, budget, seed=0)
+    ids = [t.token_ids() for g in groups for t in g.trajectories]
+    return time.perf_counter() - start, stats.generated_tokens, ids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--zero-shot", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = load_config("recipes/calculator.yaml", ["log.progress=false"])
+    model, tokenizer = load_model(args.model)
+    engine = HFEngine(model, tokenizer, cfg.model.precision)
+    spec = get_env(cfg.env.name)
+    report = {"model": args.model, "threads": args.threads, "dtype": str(engine.dtype), "workloads": {}}
+    for name, work in workloads(spec, cfg, fewshot=not args.zero_shot).items():
+        seconds = {s: [] for s in SETTINGS}
+        tokens, outputs = {}, {}
+        for _ in range(args.repeats):
+            for setting, (shared, split) in SETTINGS.items():
+                engine.shares_prefix, engine.last_logits.split = shared, split
+                dt, tokens[setting], outputs[setting] = run(engine, tokenizer, spec, work)
+                seconds[setting].append(dt)
+                print(f"{name:24s} {setting:12s} {dt:6.1f} s  {tokens[setting]} tokens", flush=True)
+        best = {s: min(v) for s, v in seconds.items()}
+        report["workloads"][name] = {
+            s: {"seconds": round(best[s], 2), "tokens": tokens[s], "tokens_per_s": round(tokens[s] / best[s], 1),
+                "speedup": round(best["stock"] / best[s], 3), "same_tokens_as_stock": outputs[s] == outputs["stock"],
+                "all_seconds": [round(x, 2) for x in seconds[s]]}
+            for s in SETTINGS
+        }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report["workloads"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
