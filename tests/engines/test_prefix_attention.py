@@ -61,9 +61,12 @@ def test_the_engine_keeps_the_stock_path_for_attention_that_is_not_plain():
     """A sliding window of 2 tokens is not attention over the whole prefix: the check must say so."""
     from transformers import MistralConfig, MistralForCausalLM
 
+    from agentic_rl.models.kv import cache_kwarg
+
     config = MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=4, num_key_value_heads=2, sliding_window=2)
     model = MistralForCausalLM(config).eval()
-    assert not pa.reproduces_attention(model, "past_key_values")
+    assert not pa.reproduces_attention(model, cache_kwarg(model))
     config.sliding_window = None
-    assert pa.reproduces_attention(MistralForCausalLM(config).eval(), "past_key_values")
+    model = MistralForCausalLM(config).eval()
+    assert pa.reproduces_attention(model, cache_kwarg(model))
