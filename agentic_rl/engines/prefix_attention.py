@@ -49,6 +49,7 @@ def cascade(query, key, value, prefix_k, prefix_v, mask, scale: float, blocks=No
     mask (B, 1, T, S) bool (True: attend) or None (no padding). Returns (B, T, Hq, D), the layout of
     transformers' attention functions. Each block is attended on its own, giving an output and the
     log-sum-exp of its scores; the two merge exactly as one softmax over both would."""
+    blocks = blocks or _blocks
     B, Hq, T, D = query.shape
     Hkv, S = key.shape[1], key.shape[2]
     g = Hq // Hkv  # query heads per key/value head: head h reads key/value head h // g
@@ -58,10 +59,10 @@ def cascade(query, key, value, prefix_k, prefix_v, mask, scale: float, blocks=No
     keep = mask.expand(B, 1, T, S)[:, :, None].expand(B, 1, g, T, S).reshape(B, 1, g * T, S)
     # The prefix block: every row's queries against one copy of the prefix, a single product.
     q_all = q.transpose(0, 1).reshape(1, Hkv, B * g * T, D)
-    o_pre, l_pre = (blocks or _blocks)(q_all, prefix_k, prefix_v, None, scale)
+    o_pre, l_pre = blocks(q_all, prefix_k, prefix_v, None, scale)
     o_pre = o_pre.reshape(Hkv, B, g * T, D).transpose(0, 1)
     l_pre = l_pre.reshape(Hkv, B, g * T).transpose(0, 1)
-    o_own, l_own = (blocks or _blocks)(q, key, value, keep, scale)
+    o_own, l_own = blocks(q, key, value, keep, scale)
     lse = torch.logaddexp(l_pre, l_own)
     # A query whose own block is all padding has l_own = -inf (weight 0) and an undefined output.
     out = o_pre.float() * (l_pre - lse).exp()[..., None] + o_own.float().nan_to_num(0.0) * (l_own - lse).exp()[..., None]
