@@ -443,21 +443,34 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     return tasks
 
 
-def demonstration(task: Task, seed: int | str | None = None, plan: bool = False) -> list[dict[str, Any]]:
+DEMO_STYLES = ("steps", "plan", "compound")
+
+
+def demonstration(task: Task, seed: int | str | None = None, style: str = "steps") -> list[dict[str, Any]]:
     """The messages after the user turn that solve `task` with the calculator (hermes tool-call style).
 
     Phrasing is drawn from a rng seeded by the task id (or `seed`), so demos vary across tasks but a
-    task's demo is reproducible. `plan`: a word problem's first action opens with every call in words
-    ("Plan: multiply 8 by 55, then subtract 171."), and each later call restates its clause ("Then
-    subtract 171."), so every decision of the episode is taken in the first words after the prompt.
+    task's demo is reproducible. `style`:
+    - "steps": one call per step of the template, each after its own sentence;
+    - "plan": a word problem's first action opens with every call in words ("Plan: multiply 8 by 55,
+      then subtract 171."), and each later call restates its clause ("Then subtract 171."), so every
+      decision of the episode is taken in the first words after the prompt;
+    - "compound": a multi-step word problem is one call of its whole expression ("8 * 55 - 171"),
+      written as bare arithmetic is; a wrong operation is then one sampled token away from the right
+      one, inside a single call, instead of a second call the policy must think of making.
     """
+    if style not in DEMO_STYLES:
+        raise ValueError(f"unknown demonstration style {style!r}; choose from {DEMO_STYLES}")
     rng = random.Random(f"demo:{task.id}" if seed is None else seed)
     template = TEMPLATES_BY_ID.get(task.meta.get("template", ""))
     values = task.meta.get("values", {})
+    steps, notes = list(task.meta["steps"]), list(template.notes) if template is not None else []
+    if style == "compound" and template is not None and template.family != "bare" and len(steps) > 1:
+        steps, notes = [template.expression.format(**values)], notes[-1:]  # the note that names the answer
+    clauses = plan_clauses(template.steps, values) if style == "plan" and template and template.family != "bare" else None
     messages: list[dict[str, Any]] = []
-    clauses = plan_clauses(template.steps, values) if plan and template and template.family != "bare" else None
-    for i, step in enumerate(task.meta["steps"]):
-        note = template.notes[i] if template is not None and i < len(template.notes) else _GENERIC_NOTE
+    for i, step in enumerate(steps):
+        note = notes[i] if i < len(notes) else _GENERIC_NOTE
         note = rng.choice(note) if isinstance(note, tuple) else note
         try:
             sentence = note.format(**values, step=step)

@@ -246,7 +246,7 @@ def test_word_problem_demonstrations_open_with_a_faithful_plan(split: str) -> No
     # learns to write is a plan it can follow.
     for task in make_tasks(150, seed=3, split=split):
         assert not any("Plan:" in m.get("content", "") for m in demonstration(task))  # only when asked
-        actions = [m["content"] for m in demonstration(task, plan=True) if m["role"] == "assistant"][:-1]
+        actions = [m["content"] for m in demonstration(task, style="plan") if m["role"] == "assistant"][:-1]
         if task.meta["family"] == "bare":
             assert not actions[0].startswith("Plan:")
             continue
@@ -260,6 +260,26 @@ def test_word_problem_demonstrations_open_with_a_faithful_plan(split: str) -> No
             if i:
                 assert actions[i].startswith(f"Then {clause}. ")
             prev = calculator(step)
+
+
+@pytest.mark.parametrize("split", ["train", "heldout_out", "rl_extra"])
+def test_compound_demonstrations_make_one_call_that_computes_the_answer(split: str) -> None:
+    # A multi-step word problem becomes one call of the template's whole expression, and that call
+    # alone yields the answer; bare arithmetic and one-step problems are demonstrated as in "steps".
+    for task in make_tasks(150, seed=3, split=split):
+        compound = demonstration(task, style="compound")
+        calls = [m["tool_calls"][0]["function"]["arguments"]["expression"] for m in compound if m.get("tool_calls")]
+        assert len(calls) == 1
+        assert calculator(calls[0]) == str(task.answer)
+        if len(task.meta["steps"]) == 1:
+            assert compound == demonstration(task)
+        else:
+            assert any(op in calls[0] for op in "+-*/") and calls[0] not in task.meta["steps"]
+
+
+def test_unknown_demonstration_style_is_refused() -> None:
+    with pytest.raises(ValueError, match="style"):
+        demonstration(make_tasks(1, seed=0)[0], style="plans")
 
 
 def test_baker_example() -> None:

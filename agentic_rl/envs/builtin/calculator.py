@@ -53,13 +53,15 @@ def make_reward(options: Mapping[str, Any]) -> NumericAnswerReward:
 OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
 
 
-def _spec(name: str, plan: bool) -> EnvSpec:
+def _spec(name: str, style: str) -> EnvSpec:
     return register_env(EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks,
                                 splits=data.SPLITS, options=OPTIONS,
-                                demonstration=lambda task, env: data.demonstration(task, plan=plan)))
+                                demonstration=lambda task, env: data.demonstration(task, style=style)))
 
 
-SPEC = _spec("calculator", plan=False)
+SPEC = _spec("calculator", "steps")
 # The same tasks, tools, reward and splits; only the demonstrations differ: they open with the plan
-# (docs/envs/calculator.md#the-plan-variant-calculator_plan).
-PLAN_SPEC = _spec("calculator_plan", plan=True)
+# (docs/envs/calculator.md#the-plan-variant-calculator_plan), or solve a two-step problem in one call
+# of its whole expression (docs/envs/calculator.md#the-compound-variant-calculator_compound).
+PLAN_SPEC = _spec("calculator_plan", "plan")
+COMPOUND_SPEC = _spec("calculator_compound", "compound")
