@@ -464,10 +464,11 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
     rng = random.Random(f"demo:{task.id}" if seed is None else seed)
     template = TEMPLATES_BY_ID.get(task.meta.get("template", ""))
     values = task.meta.get("values", {})
-    steps, notes = list(task.meta["steps"]), list(template.notes) if template is not None else []
-    if style == "compound" and template is not None and template.family != "bare" and len(steps) > 1:
+    word_problem = template is not None and template.family != "bare"
+    steps, notes = task.meta["steps"], template.notes if template is not None else ()
+    if style == "compound" and word_problem and len(steps) > 1:
         steps, notes = [template.expression.format(**values)], notes[-1:]  # the note that names the answer
-    clauses = plan_clauses(template.steps, values) if style == "plan" and template and template.family != "bare" else None
+    clauses = plan_clauses(template.steps, values) if style == "plan" and word_problem else None
     messages: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
         note = notes[i] if i < len(notes) else _GENERIC_NOTE
