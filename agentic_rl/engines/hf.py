@@ -9,8 +9,8 @@ receive observations of different lengths. Identical prompts (the G samples of a
 prefilled once and the cache rows are copied; the prefix all prompts share (system prompt, tool
 schemas) is prefilled once and kept once, read by every row through `prefix_attention`.
 
-Sampling runs on a bf16 copy of the weights where the CPU has native bf16 (about 5x faster than
-fp32 here); `sync_weights` copies the trained fp32 weights into it after each update. A LoRA
+Sampling runs on a bf16 copy of the weights where bf16 is measured to be faster than fp32
+(`engines/precision.py`), and on the policy itself otherwise; `sync_weights` copies the trained fp32 weights into it after each update. A LoRA
 policy's copy is a plain model with the adapters merged in, re-merged at each sync.
 """
 
