@@ -443,7 +443,7 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     return tasks
 
 
-DEMO_STYLES = ("steps", "plan", "compound")
+DEMO_STYLES = ("steps", "plan", "compound", "mixed")
 
 
 def demonstration(task: Task, seed: int | str | None = None, style: str = "steps") -> list[dict[str, Any]]:
@@ -457,10 +457,14 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
       decision of the episode is taken in the first words after the prompt;
     - "compound": a multi-step word problem is one call of its whole expression ("8 * 55 - 171"),
       written as bare arithmetic is; a wrong operation is then one sampled token away from the right
-      one, inside a single call, instead of a second call the policy must think of making.
+      one, inside a single call, instead of a second call the policy must think of making;
+    - "mixed": a multi-step word problem is demonstrated as "compound" or as "steps", half and half
+      (a coin seeded by the task id alone), so the policy is shown both one call and a chain of two.
     """
     if style not in DEMO_STYLES:
         raise ValueError(f"unknown demonstration style {style!r}; choose from {DEMO_STYLES}")
+    if style == "mixed":
+        style = "compound" if random.Random(f"mixed:{task.id}").random() < 0.5 else "steps"
     rng = random.Random(f"demo:{task.id}" if seed is None else seed)
     template = TEMPLATES_BY_ID.get(task.meta.get("template", ""))
     values = task.meta.get("values", {})

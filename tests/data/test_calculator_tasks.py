@@ -277,6 +277,21 @@ def test_compound_demonstrations_make_one_call_that_computes_the_answer(split: s
             assert any(op in calls[0] for op in "+-*/") and calls[0] not in task.meta["steps"]
 
 
+def test_mixed_demonstrations_are_compound_or_steps_half_and_half() -> None:
+    # Each multi-step demonstration is byte-identical to one of the two pure styles (the coin has its
+    # own rng, so phrasing is not shifted), and both occur in roughly equal numbers.
+    multi = [t for t in make_tasks(400, seed=4) if len(t.meta["steps"]) > 1]
+    chosen = []
+    for task in multi:
+        mixed = demonstration(task, style="mixed")
+        assert mixed in (demonstration(task, style="compound"), demonstration(task))
+        chosen.append(mixed == demonstration(task, style="compound"))
+    assert 0.35 < sum(chosen) / len(chosen) < 0.65, (sum(chosen), len(chosen))
+    for task in make_tasks(40, seed=4):
+        if len(task.meta["steps"]) == 1:
+            assert demonstration(task, style="mixed") == demonstration(task)
+
+
 def test_unknown_demonstration_style_is_refused() -> None:
     with pytest.raises(ValueError, match="style"):
         demonstration(make_tasks(1, seed=0)[0], style="plans")

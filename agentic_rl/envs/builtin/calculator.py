@@ -62,6 +62,8 @@ def _spec(name: str, style: str) -> EnvSpec:
 SPEC = _spec("calculator", "steps")
 # The same tasks, tools, reward and splits; only the demonstrations differ: they open with the plan
 # (docs/envs/calculator.md#the-plan-variant-calculator_plan), or solve a two-step problem in one call
-# of its whole expression (docs/envs/calculator.md#the-compound-variant-calculator_compound).
+# of its whole expression (docs/envs/calculator.md#the-compound-variant-calculator_compound), or do
+# either, half and half (docs/envs/calculator.md#the-mixed-variant-calculator_mixed).
 PLAN_SPEC = _spec("calculator_plan", "plan")
 COMPOUND_SPEC = _spec("calculator_compound", "compound")
+MIXED_SPEC = _spec("calculator_mixed", "mixed")
