@@ -443,7 +443,7 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     return tasks
 
 
-DEMO_STYLES = ("steps", "plan", "compound", "mixed")
+DEMO_STYLES = ("steps", "plan", "compound", "mixed", "chain")
 
 
 def demonstration(task: Task, seed: int | str | None = None, style: str = "steps") -> list[dict[str, Any]]:
@@ -459,7 +459,11 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
       written as bare arithmetic is; a wrong operation is then one sampled token away from the right
       one, inside a single call, instead of a second call the policy must think of making;
     - "mixed": a multi-step word problem is demonstrated as "compound" or as "steps", half and half
-      (a coin seeded by the task id alone), so the policy is shown both one call and a chain of two.
+      (a coin seeded by the task id alone), so the policy is shown both one call and a chain of two;
+    - "chain": one call of the whole expression as in "compound", but the call's sentence first names
+      each earlier step's expression ("The baker makes 8 * 55 cookies. After selling 171, 8 * 55 - 171
+      cookies are left."): the compound is then built by copying a sub-expression the policy has just
+      written, one operation at a time, instead of composed in one go.
     """
     if style not in DEMO_STYLES:
         raise ValueError(f"unknown demonstration style {style!r}; choose from {DEMO_STYLES}")
@@ -470,17 +474,15 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
     values = task.meta.get("values", {})
     word_problem = template is not None and template.family != "bare"
     steps, notes = task.meta["steps"], template.notes if template is not None else ()
-    if style == "compound" and word_problem and len(steps) > 1:
+    lead = ""
+    if style in ("compound", "chain") and word_problem and len(steps) > 1:
+        if style == "chain":
+            lead = " ".join(_note(n, rng, values, _partial(template, values, k)) for k, n in enumerate(notes[:-1])) + " "
         steps, notes = [template.expression.format(**values)], notes[-1:]  # the note that names the answer
     clauses = plan_clauses(template.steps, values) if style == "plan" and word_problem else None
     messages: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
-        note = notes[i] if i < len(notes) else _GENERIC_NOTE
-        note = rng.choice(note) if isinstance(note, tuple) else note
-        try:
-            sentence = note.format(**values, step=step)
-        except KeyError:  # a task built elsewhere, without the slot values this note names
-            sentence = _GENERIC_NOTE.format(step=step)
+        sentence = lead + _note(notes[i] if i < len(notes) else _GENERIC_NOTE, rng, values, step)
         if clauses:
             head = "Plan: " + ", then ".join(clauses) if i == 0 else "Then " + clauses[i]
             sentence = f"{head}. {sentence}"
@@ -492,3 +494,22 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
         {"role": "assistant", "content": f"The answer is {task.answer}.\n<answer>{task.answer}</answer>"}
     )
     return messages
+
+
+def _note(note: str | tuple[str, ...], rng: random.Random, values: Mapping[str, Any], step: str) -> str:
+    """A demonstration sentence: `note` (a choice of one, drawn from `rng`) with the step filled in."""
+    note = rng.choice(note) if isinstance(note, tuple) else note
+    try:
+        return note.format(**values, step=step)
+    except KeyError:  # a task built elsewhere, without the slot values this note names
+        return _GENERIC_NOTE.format(step=step)
+
+
+def _partial(template: Template, values: Mapping[str, Any], k: int) -> str:
+    """Step k's calculation as one expression of the task's numbers: "{prev}" replaced by step k-1's,
+    in parentheses unless it is a product (8 * 55 - 171 needs none; (40 + 24) / 8 does)."""
+    expr = ""
+    for fmt in template.steps[: k + 1]:
+        inner = expr if not expr or re.fullmatch(r"[\d\s*]+", expr) else f"({expr})"
+        expr = fmt.format(**values, prev=inner)
+    return expr

@@ -277,6 +277,26 @@ def test_compound_demonstrations_make_one_call_that_computes_the_answer(split: s
             assert any(op in calls[0] for op in "+-*/") and calls[0] not in task.meta["steps"]
 
 
+@pytest.mark.parametrize("split", ["train", "heldout_out", "rl_extra"])
+def test_chain_demonstrations_name_each_step_before_the_compound_call(split: str) -> None:
+    # The chain style is the compound call (same expression, same answer) whose sentence first names
+    # every earlier step as an expression of the task's numbers; each named sub-expression computes
+    # that step's reference result and is copied verbatim into the call.
+    for task in make_tasks(150, seed=3, split=split):
+        chain, compound = demonstration(task, style="chain"), demonstration(task, style="compound")
+        if len(task.meta["steps"]) == 1:
+            assert chain == compound
+            continue
+        call = chain[0]["tool_calls"][0]["function"]["arguments"]["expression"]
+        assert call == compound[0]["tool_calls"][0]["function"]["arguments"]["expression"]
+        assert chain[1:] == compound[1:]
+        lead, rest = chain[0]["content"][: -len(compound[0]["content"])], chain[0]["content"][-len(compound[0]["content"]) :]
+        assert rest == compound[0]["content"] and lead.endswith(". ")
+        subs = re.findall(r"\(?\d+(?: [-+*/] \d+)+\)?", lead)
+        assert [calculator(e) for e in subs] == task.meta["milestones"], (lead, task.meta)
+        assert all(e.strip("()") in call for e in subs)
+
+
 def test_mixed_demonstrations_are_compound_or_steps_half_and_half() -> None:
     # Each multi-step demonstration is byte-identical to one of the two pure styles (the coin has its
     # own rng, so phrasing is not shifted), and both occur in roughly equal numbers.

@@ -9,7 +9,7 @@ from agentic_rl.envs.registry import get_env
 from agentic_rl.rollout.demos import demonstration_trajectory
 
 
-@pytest.mark.parametrize("name", ["calculator", "calculator_plan", "calculator_compound", "calculator_mixed"])
+@pytest.mark.parametrize("name", ["calculator", "calculator_plan", "calculator_compound", "calculator_mixed", "calculator_chain"])
 def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer, name):
     spec = get_env(name)
     env = spec.make_env({})
@@ -27,4 +27,4 @@ def test_demo_sequence_equals_template_render_and_masks_actions(tokenizer, name)
         assert trained == actions + "<|im_end|>"
         n_calls = sum(len(m.get("tool_calls") or []) for m in demo)
         if name != "calculator_mixed":  # mixed: either count (tests/data/test_calculator_tasks.py)
-            assert n_calls == (1 if name == "calculator_compound" else len(task.meta["steps"]))
+            assert n_calls == (1 if name in ("calculator_compound", "calculator_chain") else len(task.meta["steps"]))

@@ -63,7 +63,9 @@ SPEC = _spec("calculator", "steps")
 # The same tasks, tools, reward and splits; only the demonstrations differ: they open with the plan
 # (docs/envs/calculator.md#the-plan-variant-calculator_plan), or solve a two-step problem in one call
 # of its whole expression (docs/envs/calculator.md#the-compound-variant-calculator_compound), or do
-# either, half and half (docs/envs/calculator.md#the-mixed-variant-calculator_mixed).
+# either, half and half (docs/envs/calculator.md#the-mixed-variant-calculator_mixed), or solve it in
+# one call after naming each earlier step's expression (docs/envs/calculator.md#the-chain-variant-calculator_chain).
 PLAN_SPEC = _spec("calculator_plan", "plan")
 COMPOUND_SPEC = _spec("calculator_compound", "compound")
 MIXED_SPEC = _spec("calculator_mixed", "mixed")
+CHAIN_SPEC = _spec("calculator_chain", "chain")
