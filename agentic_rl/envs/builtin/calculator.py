@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentic_rl.data import calculator as data
+from agentic_rl.data.calculator_demos import demonstration
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import get_format
 from agentic_rl.envs.registry import EnvSpec, register_env
@@ -32,7 +33,7 @@ def fewshot_messages() -> list[dict]:
     picks = [next(t for t in tasks if t.meta["family"] == f) for f in ("bare", "two_step")]
     messages: list[dict] = []
     for task in picks:
-        messages += [{"role": "user", "content": task.prompt}, *data.demonstration(task, seed=0)]
+        messages += [{"role": "user", "content": task.prompt}, *demonstration(task, seed=0)]
     return messages
 
 
@@ -56,7 +57,7 @@ OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
 def _spec(name: str, style: str) -> EnvSpec:
     return register_env(EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks,
                                 splits=data.SPLITS, options=OPTIONS,
-                                demonstration=lambda task, env: data.demonstration(task, style=style)))
+                                demonstration=lambda task, env: demonstration(task, style=style)))
 
 
 SPEC = _spec("calculator", "steps")
