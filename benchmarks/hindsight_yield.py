@@ -50,6 +50,16 @@ def settings(spec):
     }
 
 
+def per_template(failed, corrections) -> dict[str, str]:
+    """"verified / failed" episodes per template."""
+    counts: dict[str, list[int]] = {}
+    for t in failed:
+        counts.setdefault(t.task.meta.get("template", "?"), [0, 0])[1] += 1
+    for c in corrections:
+        counts[c.task.meta.get("template", "?")][0] += 1
+    return {k: f"{v}/{n}" for k, (v, n) in sorted(counts.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--student", required=True)
@@ -57,11 +67,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--env", default="", help="env name (default: the recipe's)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cfg = load_config("recipes/calculator.yaml", [])
     ro = cfg.rollout
-    spec = get_env("calculator")
+    spec = get_env(args.env or cfg.env.name)
     make_env, reward_fn = (lambda: spec.make_env({})), spec.make_reward({})
     params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s, 0)
@@ -75,10 +86,12 @@ def main() -> None:
     for name, options in settings(spec).items():
         out = hindsight_corrections(teacher, tokenizer, make_env, reward_fn, failed, params, budget, options, seed=3)
         with_tool = sum(any("<tool_call>" in t.action_text for t in c.turns) for c in out.corrections)
-        row[name] = {"attempts": out.attempts, "verified": len(out.corrections), "calling_a_tool": with_tool}
-        print(f"{name:20s} {len(out.corrections):3d} of {out.attempts} verified ({with_tool} call a tool)")
+        row[name] = {"attempts": out.attempts, "verified": len(out.corrections), "calling_a_tool": with_tool,
+                     "by_template": per_template(failed, out.corrections)}
+        print(f"{name:20s} {len(out.corrections):3d} of {out.attempts} verified ({with_tool} call a tool)",
+              row[name]["by_template"])
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results[f"{args.student} <- {args.teacher or 'itself'}"] = row
+    results[f"{args.student} <- {args.teacher or 'itself'} ({spec.name})"] = row
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 
 

@@ -192,7 +192,16 @@ def as_context(t: Trajectory, k: int) -> Trajectory:
 
 
 def failed_episodes(groups, min_reward: float, limit: int) -> list[Trajectory]:
-    """Up to `limit` failures of the step (episodes that ended in an env error are not corrected)."""
-    out = [t for g in groups for t in g.trajectories if t.reward < min_reward and not t.error and t.turns]
-    return out[:limit]
+    """Up to `limit` failures of the step, spread over tasks: one failure of each group before a
+    second of any, and groups with the fewest successes first. A group with no success is where
+    GRPO has no signal and a correction adds the most; a second correction of the same task, from
+    the same hint, mostly repeats the first. (Episodes that ended in an env error are not corrected.)"""
+    def successes(g) -> int:
+        return sum(t.reward >= min_reward for t in g.trajectories)
 
+    per_group = [[t for t in g.trajectories if t.reward < min_reward and not t.error and t.turns]
+                 for g in sorted(groups, key=successes)]  # sorted() is stable: ties keep their order
+    out: list[Trajectory] = []
+    for rank in range(max((len(f) for f in per_group), default=0)):
+        out += [f[rank] for f in per_group if rank < len(f)]
+    return out[:limit]

@@ -139,3 +139,22 @@ def test_as_context_keeps_the_tokens_and_masks_the_kept_turns(tokenizer):
     assert sum(folded.loss_mask()) == len(t.turns[1].action_ids)
     assert folded.loss_mask()[-len(t.turns[1].action_ids):] == [1] * len(t.turns[1].action_ids)
     assert as_context(t, 0) is t
+
+
+def test_failures_are_spread_over_tasks_hardest_first():
+    """Invariant: a task's second failure is picked only after every group's first, and groups with
+    fewer successes come first (an all-failed group is where GRPO has no signal)."""
+    from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+
+    turn = (Turn((1,), (2,), (0.0,), "x", "eos"),)
+
+    def group(name: str, rewards: list[float]) -> TrajectoryGroup:
+        task = Task(name, "p", 1)
+        return TrajectoryGroup(task, tuple(Trajectory(task, turn, r) for r in rewards))
+
+    groups = [group("half", [1.0, 0.1, 0.1, 1.0]), group("none", [0.1, 0.0, 0.1, 0.1]), group("all", [1.0] * 4),
+              group("one", [0.1, 1.0, 1.0, 1.0])]
+    # successes: none 0, half 2, one 3, all 4 (no failure); failures: none 4, half 2, one 1
+    picked = [t.task.id for t in failed_episodes(groups, 1.0, 7)]
+    assert picked == ["none", "half", "one", "none", "half", "none", "none"]
+    assert failed_episodes(groups, 1.0, 2) == [groups[1].trajectories[0], groups[0].trajectories[1]]
