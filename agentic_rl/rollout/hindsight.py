@@ -20,7 +20,9 @@ For a failed trajectory (reward below `min_reward`):
 With the answer in the hint, a verified correction can be a copy: "<answer>204</answer>" right after
 a wrong tool result, or a calculator call on "204" itself. Such a target teaches the student to
 answer without computing, so by default (`grounded`) a correction is kept only if a tool produced
-the answer: it appears in an observation whose call did not already contain it.
+the answer: it appears in an observation whose call did not already contain it. The same holds when
+the hint shows the reference solution: a correction that answers from its head, or writes a tool
+response of its own, passes the verifier without the tool and would teach the student to skip it.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ class HindsightOptions:
     reveal_answer: bool = True  # the hint includes the reference answer
     solution: Callable[[Task], str | None] | None = None  # the reference solution for the hint (solution_hint)
     restart: str = "failure"  # "failure": keep the student's turns before the failure point; "start": rewrite all
-    grounded: bool = True  # with the answer revealed, keep only corrections whose answer a tool produced
+    grounded: bool = True  # with the answer or solution revealed, keep only corrections whose answer a tool produced
     min_reward: float = 1.0  # a correction must reach it
 
 
@@ -149,10 +151,11 @@ def hindsight_corrections(
         return HindsightResult([], 0)
     if options.restart not in ("failure", "start"):
         raise ValueError(f"hindsight restart must be 'failure' or 'start', not {options.restart!r}")
-    plans = []
+    plans, solution_of = [], {}
     for t in failed:
         k = failure_point(t) if options.restart == "failure" else 0
         solution = options.solution(t.task) if options.solution else None
+        solution_of[id(t)] = bool(solution)
         plans.append((t, k, hint(t, options.reveal_answer, solution)))
     envs = iter([HintedEnv(make_env(), [turn.action_text for turn in t.turns[:k]], h) for t, k, h in plans])
     groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, _, _ in plans], 1, params, budget,
@@ -163,7 +166,8 @@ def hindsight_corrections(
         fix = g.trajectories[0]
         if fix.error or fix.reward < options.min_reward or not fix.terminated:
             continue
-        if options.reveal_answer and options.grounded and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
+        revealed = options.reveal_answer or solution_of[id(t)]
+        if revealed and options.grounded and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
             continue
         actions = [turn.action_text for turn in t.turns[:k]] + [turn.action_text for turn in fix.turns]
         kept.append(_as_student_target(make_env, t.task, actions, k, h, tokenizer))
@@ -191,17 +195,20 @@ def as_context(t: Trajectory, k: int) -> Trajectory:
     return replace(t, turns=(replace(first, obs_ids=(*head, *first.obs_ids)), *t.turns[k + 1:]))
 
 
-def failed_episodes(groups, min_reward: float, limit: int) -> list[Trajectory]:
+def failed_episodes(groups, min_reward: float, limit: int, one_per_task: bool = False) -> list[Trajectory]:
     """Up to `limit` failures of the step, spread over tasks: one failure of each group before a
     second of any, and groups with the fewest successes first. A group with no success is where
     GRPO has no signal and a correction adds the most; a second correction of the same task, from
-    the same hint, mostly repeats the first. (Episodes that ended in an env error are not corrected.)"""
+    the same hint, mostly repeats the first; `one_per_task` (a teacher that rewrites the episode from
+    the start sees the same context for every failure of a task) takes none. (Episodes that ended in
+    an env error are not corrected.)"""
     def successes(g) -> int:
         return sum(t.reward >= min_reward for t in g.trajectories)
 
     per_group = [[t for t in g.trajectories if t.reward < min_reward and not t.error and t.turns]
                  for g in sorted(groups, key=successes)]  # sorted() is stable: ties keep their order
     out: list[Trajectory] = []
-    for rank in range(max((len(f) for f in per_group), default=0)):
+    ranks = 1 if one_per_task else max((len(f) for f in per_group), default=0)
+    for rank in range(ranks):
         out += [f[rank] for f in per_group if rank < len(f)]
     return out[:limit]

@@ -143,7 +143,7 @@ class HindsightConfig:
     reveal_answer: bool = True  # the hint includes the reference answer
     reveal_solution: bool = False  # the hint includes the reference solution's tool calls (the env's demonstration)
     restart: str = "failure"  # "failure": the teacher continues from the failure point; "start": rewrites the episode
-    grounded: bool = True  # with the answer revealed, keep only corrections whose answer a tool produced
+    grounded: bool = True  # with the answer or solution revealed, keep only corrections whose answer a tool produced
     min_reward: float = 1.0  # an episode below this failed; a correction must reach it
     teacher: str = ""  # "" = the policy itself, conditioned on the hint; else a model sharing its tokenizer
 

@@ -157,7 +157,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                                          h.restart, h.grounded, h.min_reward)
 
     def correct(groups, seed: int) -> HindsightResult:
-        failed = failed_episodes(groups, h.min_reward, h.max_per_step)
+        failed = failed_episodes(groups, h.min_reward, h.max_per_step, one_per_task=h.restart == "start")
         return hindsight_corrections(parts.hindsight_teacher or engine, tokenizer, make_env, reward_fn, failed, params,
                                      budget, hindsight_options, seed)
 

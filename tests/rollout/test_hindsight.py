@@ -158,3 +158,29 @@ def test_failures_are_spread_over_tasks_hardest_first():
     picked = [t.task.id for t in failed_episodes(groups, 1.0, 7)]
     assert picked == ["none", "half", "one", "none", "half", "none", "none"]
     assert failed_episodes(groups, 1.0, 2) == [groups[1].trajectories[0], groups[0].trajectories[1]]
+
+
+def test_one_failure_per_task_when_the_episode_is_rewritten():
+    from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+
+    turn = (Turn((1,), (2,), (0.0,), "x", "eos"),)
+    groups = [TrajectoryGroup(Task(n, "p", 1), tuple(Trajectory(Task(n, "p", 1), turn, 0.0) for _ in range(3)))
+              for n in ("a", "b")]
+    assert [t.task.id for t in failed_episodes(groups, 1.0, 8, one_per_task=True)] == ["a", "b"]
+    assert len(failed_episodes(groups, 1.0, 8)) == 6
+
+
+def test_with_the_solution_shown_a_correction_must_compute_with_the_tool(tokenizer):
+    """A teacher shown the reference solution that answers from its head is verified by the reward
+    but trains the student to skip the tool: dropped while grounded, kept when grounding is off."""
+    groups, params = _student(tokenizer)
+    failed = failed_episodes(groups, 1.0, 8)
+    eos = tokenizer.eos_token
+    teacher = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{failed[row].task.answer}</answer>{eos}")
+    solution = lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({})))  # noqa: E731
+    args = (teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed, params, BUDGET)
+    assert hindsight_corrections(*args, HindsightOptions(reveal_answer=False, solution=solution,
+                                                         restart="start")).corrections == []
+    kept = hindsight_corrections(*args, HindsightOptions(reveal_answer=False, solution=solution, restart="start",
+                                                         grounded=False)).corrections
+    assert len(kept) == 2
