@@ -59,6 +59,10 @@ class SFTConfig:
     pack: int = 0  # > 0: pack whole conversations into rows of at most this many tokens (batch_size counts rows)
     lr: float = 5e-5
     epochs: int = 1
+    # shares of the demonstrated tasks by a task meta field, e.g. {bare: 1, one_step: 1, two_step: 3} with
+    # mix_key "family"; empty = the train split's own mix
+    mix: dict[str, float] = field(default_factory=dict)
+    mix_key: str = "family"
     heldout: float = 0.0  # fraction of the data kept out of training for a held-out loss
     seed: int = 1
     graduation: bool = False  # write the graduation report after SFT (graduation.json)
@@ -306,6 +310,7 @@ def _check(cfg: Config) -> None:
         raise ConfigError(f"hindsight.restart must be failure or start, not {cfg.hindsight.restart!r}")
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
+    _check_mix(cfg.sft)
     if cfg.sft.data and not Path(cfg.sft.data).exists():
         raise ConfigError(f"sft.data: file not found: {cfg.sft.data}")
     if cfg.rl.kl_mode not in ("loss", "reward"):
@@ -379,6 +384,18 @@ def _check_env(env: EnvConfig) -> None:
         raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
+
+
+def _check_mix(sft: SFTConfig) -> None:
+    if not sft.mix:
+        return
+    bad = [k for k, w in sft.mix.items() if isinstance(w, bool) or not isinstance(w, int | float) or w < 0]
+    if bad:
+        raise ConfigError(f"sft.mix.{bad[0]}: a share must be a number >= 0, got {sft.mix[bad[0]]!r}")
+    if not sum(sft.mix.values()) > 0:
+        raise ConfigError("sft.mix: the shares add up to 0")
+    if sft.data:
+        raise ConfigError("sft.mix: mixes the env's demonstrations; it does not apply to sft.data")
 
 
 def _check_splits(cfg: Config) -> None:

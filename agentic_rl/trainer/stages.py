@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.data.curriculum import make_sampler, mixed_pool
-from agentic_rl.data.sft_data import load_sft_file
+from agentic_rl.data.sft_data import load_sft_file, mixed_tasks
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
@@ -58,7 +58,9 @@ def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
         return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
-    return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in spec.tasks("train", s.examples, s.seed)]
+    tasks = (mixed_tasks(spec.tasks("train", 40 * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
+             else spec.tasks("train", s.examples, s.seed))
+    return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
 
 
 def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore | None = None,

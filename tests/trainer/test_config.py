@@ -39,6 +39,9 @@ def recipe(tmp_path):
         ("", ["rl.splits=[train, heldout_out]"], "rl.splits: 'heldout_out' is also an eval split"),
         ("", ["rl.splits=[]"], "rl.splits must name at least one split"),
         ("", ["eval.splits=[test]"], "eval.splits: env 'calculator' has no split 'test'"),
+        ("", ["sft.mix={bare: -1}"], "sft.mix.bare: a share must be a number >= 0"),
+        ("", ["sft.mix={bare: 0}"], "sft.mix: the shares add up to 0"),
+        ("", ["sft.mix=[1, 2]"], "sft.mix: expected a dict"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):

@@ -68,3 +68,16 @@ def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, m
                 want = alone[0][single.loss_mask[0].bool()]  # the trained tokens, in order
                 torch.testing.assert_close(got, want, atol=2e-2 if precision == "bf16" else 1e-5, rtol=0)
                 at += n
+
+
+def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
+    """sft.mix picks the demonstrated tasks by family; without it they are the train split's first N."""
+    from agentic_rl.envs.registry import get_env
+    from agentic_rl.trainer.stages import sft_trajectories
+
+    spec = get_env("calculator_compound")
+    mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={two_step: 1}"])
+    trajs = sft_trajectories(spec, mixed, tokenizer)
+    assert len(trajs) == 10 and {t.task.meta["family"] for t in trajs} == {"two_step"}
+    plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10"]), tokenizer)
+    assert [t.task.id for t in plain] == [t.id for t in spec.tasks("train", 10, 1)]
