@@ -71,7 +71,7 @@ def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, m
 
 
 def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
-    """sft.mix picks the demonstrated tasks by family; without it they are the train split's first N."""
+    """sft.mix picks the demonstrated tasks by family; empty, they are the train split's first N."""
     from agentic_rl.envs.registry import get_env
     from agentic_rl.trainer.stages import sft_trajectories
 
@@ -79,5 +79,5 @@ def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
     mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={two_step: 1}"])
     trajs = sft_trajectories(spec, mixed, tokenizer)
     assert len(trajs) == 10 and {t.task.meta["family"] for t in trajs} == {"two_step"}
-    plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10"]), tokenizer)
+    plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={}"]), tokenizer)
     assert [t.task.id for t in plain] == [t.id for t in spec.tasks("train", 10, 1)]
