@@ -106,9 +106,9 @@ def mixed_tasks(tasks: Sequence[Task], key: str, weights: Mapping[str, float], n
         counts[v] += 1
     by_value: dict[str, list[Task]] = {v: [] for v in weights}
     for t in tasks:
-        bucket = by_value.get(str(t.meta.get(key)))
-        if bucket is not None and len(bucket) < counts[str(t.meta.get(key))]:
-            bucket.append(t)
+        v = str(t.meta.get(key))
+        if v in by_value and len(by_value[v]) < counts[v]:
+            by_value[v].append(t)
     short = [v for v in weights if len(by_value[v]) < counts[v]]
     if short:
         raise ValueError(f"sft.mix: only {len(by_value[short[0]])} of {counts[short[0]]} tasks with "

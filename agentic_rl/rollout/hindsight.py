@@ -151,23 +151,23 @@ def hindsight_corrections(
         return HindsightResult([], 0)
     if options.restart not in ("failure", "start"):
         raise ValueError(f"hindsight restart must be 'failure' or 'start', not {options.restart!r}")
-    plans, solution_of = [], {}
+    plans = []
     for t in failed:
         k = failure_point(t) if options.restart == "failure" else 0
         solution = options.solution(t.task) if options.solution else None
-        solution_of[id(t)] = bool(solution)
-        plans.append((t, k, hint(t, options.reveal_answer, solution)))
-    envs = iter([HintedEnv(make_env(), [turn.action_text for turn in t.turns[:k]], h) for t, k, h in plans])
-    groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, _, _ in plans], 1, params, budget,
+        # with the answer or the solution in the hint, a correction must compute with a tool (`grounded`)
+        check = options.grounded and (options.reveal_answer or bool(solution))
+        plans.append((t, k, hint(t, options.reveal_answer, solution), check))
+    envs = iter([HintedEnv(make_env(), [turn.action_text for turn in t.turns[:k]], h) for t, k, h, _ in plans])
+    groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, *_ in plans], 1, params, budget,
                         seed=seed)
     groups = score_groups(reward_fn, groups, budget.step_timeout_s)
     kept = []
-    for (t, k, h), g in zip(plans, groups):
+    for (t, k, h, check), g in zip(plans, groups):
         fix = g.trajectories[0]
         if fix.error or fix.reward < options.min_reward or not fix.terminated:
             continue
-        revealed = options.reveal_answer or solution_of[id(t)]
-        if revealed and options.grounded and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
+        if check and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
             continue
         actions = [turn.action_text for turn in t.turns[:k]] + [turn.action_text for turn in fix.turns]
         kept.append(_as_student_target(make_env, t.task, actions, k, h, tokenizer))

@@ -58,6 +58,7 @@ def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
         return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
+    # a mix picks from a longer stretch of the train stream: 40x holds enough of any share a recipe sets
     tasks = (mixed_tasks(spec.tasks("train", 40 * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
              else spec.tasks("train", s.examples, s.seed))
     return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
