@@ -35,7 +35,7 @@ from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, close_env
 from agentic_rl.rewards.grounding import grounded, value_pattern
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.demos import conversation_trajectory
+from agentic_rl.rollout.demos import conversation_trajectory, demonstrate
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.types import Task, Trajectory
 
@@ -172,6 +172,34 @@ def hindsight_corrections(
         actions = [turn.action_text for turn in t.turns[:k]] + [turn.action_text for turn in fix.turns]
         kept.append(_as_student_target(make_env, t.task, actions, k, h, tokenizer))
     return HindsightResult(kept, len(plans))
+
+
+DEMONSTRATION_TEACHER = "demonstration"  # hindsight.teacher: the env's own solution, no sampling
+
+
+def demonstration_corrections(spec, options: Mapping, tokenizer, failed: Sequence[Trajectory]) -> HindsightResult:
+    """The env's own demonstration of each failed task, as the correction (an oracle teacher).
+
+    A policy teacher can only correct what it can nearly solve; on a problem whose expression the
+    student never samples, the hinted policy mostly fails too. The demonstration always exists, so
+    the problems GRPO has no signal on get an expert solution to imitate — ReLIFT's interleaving of
+    RL with fine-tuning on the hardest questions (Ma et al. 2025), here inside the RL step. Its
+    correctness is the env's conformance check (`envs/conformance.py`: every demonstration, replayed
+    as the policy, earns full reward), not re-scored each step. Failures of one task share one
+    demonstration, so each task is corrected once."""
+    if spec.demonstration is None:
+        raise ValueError(f"hindsight.teacher {DEMONSTRATION_TEACHER!r}: env {spec.name!r} has no demonstrations")
+    kept, seen = [], set()
+    for t in failed:
+        if t.task.id in seen:
+            continue
+        seen.add(t.task.id)
+        _, target = demonstrate(spec, options, t.task, tokenizer)
+        tagged = Task(t.task.id, t.task.prompt, t.task.answer, {
+            **t.task.meta, "provenance": "hindsight", "source_task": t.task.id, "failure_turn": 0,
+            "hint": DEMONSTRATION_TEACHER})
+        kept.append(replace(target, task=tagged))
+    return HindsightResult(kept, len(seen))
 
 
 def _as_student_target(make_env, task: Task, actions: Sequence[str], k: int, h: str, tokenizer) -> Trajectory:

@@ -149,7 +149,9 @@ class HindsightConfig:
     restart: str = "failure"  # "failure": the teacher continues from the failure point; "start": rewrites the episode
     grounded: bool = True  # with the answer or solution revealed, keep only corrections whose answer a tool produced
     min_reward: float = 1.0  # an episode below this failed; a correction must reach it
-    teacher: str = ""  # "" = the policy itself, conditioned on the hint; else a model sharing its tokenizer
+    # "" = the policy itself, conditioned on the hint; "demonstration" = the env's own solution; else a
+    # model sharing its tokenizer
+    teacher: str = ""
 
 
 @dataclass
@@ -302,7 +304,7 @@ def _check(cfg: Config) -> None:
     _check_env(cfg.env)
     _check_splits(cfg)
     _check_distill(cfg.distill)
-    if cfg.hindsight.teacher and _missing_directory(cfg.hindsight.teacher):
+    if cfg.hindsight.teacher not in ("", "demonstration") and _missing_directory(cfg.hindsight.teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {cfg.hindsight.teacher}")
     if cfg.hindsight.coef < 0:
         raise ConfigError("hindsight.coef must be >= 0 (0 = off)")

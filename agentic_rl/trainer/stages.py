@@ -25,8 +25,10 @@ from agentic_rl.rewards.process import PROCESS_REWARDS, apply_process_rewards
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.hindsight import (
+    DEMONSTRATION_TEACHER,
     HindsightOptions,
     HindsightResult,
+    demonstration_corrections,
     failed_episodes,
     hindsight_corrections,
     reference_solutions,
@@ -160,7 +162,10 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                                          h.restart, h.grounded, h.min_reward)
 
     def correct(groups, seed: int) -> HindsightResult:
-        failed = failed_episodes(groups, h.min_reward, h.max_per_step, one_per_task=h.restart == "start")
+        oracle = h.teacher == DEMONSTRATION_TEACHER
+        failed = failed_episodes(groups, h.min_reward, h.max_per_step, one_per_task=oracle or h.restart == "start")
+        if oracle:
+            return demonstration_corrections(spec, cfg.env.options, tokenizer, failed)
         return hindsight_corrections(parts.hindsight_teacher or engine, tokenizer, make_env, reward_fn, failed, params,
                                      budget, hindsight_options, seed)
 

@@ -19,6 +19,7 @@ import torch
 
 from agentic_rl.algorithms.distill import merge_teachers
 from agentic_rl.engines.precision import autocast
+from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.forward import policy_forward
 from agentic_rl.types import Batch, Task
@@ -120,7 +121,7 @@ def load_teachers(cfg: Config, tokenizer) -> Teachers | None:
 
 def hindsight_teacher(cfg: Config, tokenizer):
     """The engine that writes hindsight corrections, when it is not the policy itself."""
-    if not (cfg.hindsight.coef > 0 and cfg.hindsight.teacher):
+    if not (cfg.hindsight.coef > 0 and cfg.hindsight.teacher) or cfg.hindsight.teacher == DEMONSTRATION_TEACHER:
         return None
     from agentic_rl.engines.hf import HFEngine
 

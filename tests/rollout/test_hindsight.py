@@ -3,15 +3,19 @@ the student's context without the hint."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.hindsight import (
     HindsightOptions,
     as_context,
+    demonstration_corrections,
     failed_episodes,
     failure_point,
     hindsight_corrections,
@@ -184,3 +188,24 @@ def test_with_the_solution_shown_a_correction_must_compute_with_the_tool(tokeniz
     kept = hindsight_corrections(*args, HindsightOptions(reveal_answer=False, solution=solution, restart="start",
                                                          grounded=False)).corrections
     assert len(kept) == 2
+
+
+def test_the_demonstration_teacher_gives_the_env_solution_once_a_task(tokenizer):
+    """Failures of one task share one correction: the env's own demonstration, token for token and
+    mask for mask what SFT would train on, tagged as hindsight."""
+    groups, _ = _student(tokenizer)
+    a, b = (g.trajectories[0] for g in groups)
+    result = demonstration_corrections(SPEC, {}, tokenizer, [a, b, a])
+    assert result.attempts == 2 and [t.task.id for t in result.corrections] == [a.task.id, b.task.id]
+    for t, fix in zip((a, b), result.corrections):
+        demo = demonstrate(SPEC, {}, t.task, tokenizer)[1]
+        assert fix.token_ids() == demo.token_ids() and fix.loss_mask() == demo.loss_mask()
+        assert fix.task.meta["provenance"] == "hindsight" and fix.task.meta["hint"] == "demonstration"
+        assert fix.task.meta["expression"] == t.task.meta["expression"]  # the task's own meta is kept
+
+
+def test_the_demonstration_teacher_needs_an_env_with_demonstrations(tokenizer):
+    groups, _ = _student(tokenizer)
+    with pytest.raises(ValueError, match="no demonstrations"):
+        demonstration_corrections(dataclasses.replace(SPEC, demonstration=None), {}, tokenizer,
+                                  [groups[0].trajectories[0]])

@@ -42,6 +42,7 @@ def recipe(tmp_path):
         ("", ["sft.mix={bare: -1}"], "sft.mix.bare: a share must be a number >= 0"),
         ("", ["sft.mix={bare: 0}"], "sft.mix: the shares add up to 0"),
         ("", ["sft.mix=[1, 2]"], "sft.mix: expected a dict"),
+        ("", ["hindsight.teacher=no/such/dir"], "hindsight.teacher: no such model directory"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
@@ -54,6 +55,8 @@ def test_good_recipe_and_overrides(recipe):
     assert cfg.rl.steps == 3 and cfg.rl.lr == 1.0 and cfg.rl.group_size == 4
     assert load_config(recipe("sft:\n  lr: 3e-6\n")).sft.lr == 3e-6  # YAML 1.1 reads 3e-6 as a string
     assert cfg.env.options == {"fewshot": True}
+    # the env's own demonstrations as the hindsight teacher: a keyword, not a model directory
+    assert load_config(recipe(""), ["hindsight.teacher=demonstration"]).hindsight.teacher == "demonstration"
 
 
 def test_cli_exits_2_with_one_line(recipe, capsys, tmp_path):

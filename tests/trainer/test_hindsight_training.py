@@ -52,3 +52,20 @@ def test_the_policy_itself_as_teacher_runs(tmp_path):
     loop.train(cfg)
     rl = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if r["stage"] == "rl"]
     assert [r["hindsight_attempts"] for r in rl] == [2, 2] and all(r["hindsight_verified"] == 0 for r in rl)
+
+
+def test_the_demonstration_teacher_trains_through_train(tmp_path, snapshot):
+    """`hindsight.teacher: demonstration`: each task with a failure (the tiny random model fails all)
+    is corrected once, by the env's demonstration, and the corrections alone move the weights."""
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
+                                            "eval.tasks_per_split=2", "hindsight.coef=1.0", "hindsight.max_per_step=4",
+                                            "hindsight.teacher=demonstration"])
+    loop.train(cfg)
+    rl = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if r["stage"] == "rl"]
+    # tiny: 2 tasks a step, so 2 attempts (one a task, under the limit of 4), both kept
+    assert [(r["hindsight_attempts"], r["hindsight_verified"]) for r in rl] == [(2, 2), (2, 2)]
+    assert all(r["hindsight_nll"] > 0 for r in rl)
+    records = [json.loads(x) for x in (tmp_path / "trajectories" / "hindsight.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and {r["meta"]["hint"] for r in records} == {"demonstration"}
+    after = snapshot["model"].state_dict()
+    assert any(not torch.equal(after[k], v) for k, v in snapshot["before"].items())
