@@ -20,7 +20,7 @@ state is a plain dict (`state_dict` / `load_state_dict`) for checkpoints.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentic_rl.types import Task, TrajectoryGroup
@@ -44,6 +44,39 @@ def mixed_pool(tasks: Callable[[str, int, int], list[Task]], splits: Sequence[st
     k = len(splits)
     per_split = [tasks(split, -(-n // k), seed) for split in splits]
     return [per_split[i % k][i // k] for i in range(n)]
+
+
+def mixed_tasks(tasks: Sequence[Task], key: str, weights: Mapping[str, float], n: int) -> list[Task]:
+    """`n` of `tasks` in the shares `weights` gives the values of `task.meta[key]` (a task whose value
+    has no weight is skipped), keeping the tasks' order.
+
+    The counts are the largest-remainder rounding of n x share, so they always add up to n. The
+    chosen tasks are interleaved in proportion (the value furthest behind its share comes next), so
+    any prefix of the list keeps the mix. Raises if `tasks` holds too few of a value.
+    """
+    total = sum(weights.values())
+    if n <= 0 or total <= 0:
+        return []
+    exact = {v: n * w / total for v, w in weights.items()}
+    counts = {v: int(x) for v, x in exact.items()}
+    for v in sorted(exact, key=lambda v: counts[v] - exact[v])[: n - sum(counts.values())]:
+        counts[v] += 1
+    by_value: dict[str, list[Task]] = {v: [] for v in weights}
+    for t in tasks:
+        v = str(t.meta.get(key))
+        if v in by_value and len(by_value[v]) < counts[v]:
+            by_value[v].append(t)
+    short = [v for v in weights if len(by_value[v]) < counts[v]]
+    if short:
+        raise ValueError(f"mix: only {len(by_value[short[0]])} of {counts[short[0]]} tasks with "
+                         f"{key} = {short[0]!r} in the pool")
+    out: list[Task] = []
+    taken = dict.fromkeys(weights, 0)
+    while len(out) < n:
+        v = max((v for v in weights if taken[v] < counts[v]), key=lambda v: counts[v] / n * (len(out) + 1) - taken[v])
+        out.append(by_value[v][taken[v]])
+        taken[v] += 1
+    return out
 
 
 def make_sampler(name: str, pool: Sequence[Task], seed: int, **options: Any) -> TaskSampler:

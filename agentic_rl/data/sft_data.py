@@ -87,36 +87,3 @@ def teacher_demonstrations(engine, tokenizer, spec, options: Mapping, tasks: Seq
     groups, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks, samples, params, budget)
     scored = score_groups(spec.make_reward(options), groups)
     return [t for g in scored for t in g.trajectories if t.reward >= min_reward and not t.error]
-
-
-def mixed_tasks(tasks: Sequence[Task], key: str, weights: Mapping[str, float], n: int) -> list[Task]:
-    """`n` of `tasks` in the shares `weights` gives the values of `task.meta[key]` (a task whose value
-    has no weight is skipped), keeping the tasks' order.
-
-    The counts are the largest-remainder rounding of n x share, so they always add up to n. The
-    chosen tasks are interleaved in proportion (the value furthest behind its share comes next), so
-    any prefix of the list keeps the mix. Raises if `tasks` holds too few of a value.
-    """
-    total = sum(weights.values())
-    if n <= 0 or total <= 0:
-        return []
-    exact = {v: n * w / total for v, w in weights.items()}
-    counts = {v: int(x) for v, x in exact.items()}
-    for v in sorted(exact, key=lambda v: counts[v] - exact[v])[: n - sum(counts.values())]:
-        counts[v] += 1
-    by_value: dict[str, list[Task]] = {v: [] for v in weights}
-    for t in tasks:
-        v = str(t.meta.get(key))
-        if v in by_value and len(by_value[v]) < counts[v]:
-            by_value[v].append(t)
-    short = [v for v in weights if len(by_value[v]) < counts[v]]
-    if short:
-        raise ValueError(f"sft.mix: only {len(by_value[short[0]])} of {counts[short[0]]} tasks with "
-                         f"{key} = {short[0]!r} in the pool")
-    out: list[Task] = []
-    taken = dict.fromkeys(weights, 0)
-    while len(out) < n:
-        v = max((v for v in weights if taken[v] < counts[v]), key=lambda v: counts[v] / n * (len(out) + 1) - taken[v])
-        out.append(by_value[v][taken[v]])
-        taken[v] += 1
-    return out

@@ -87,6 +87,10 @@ class RLConfig:
     # env splits the RL prompts come from, in equal shares; RL needs no demonstration, so a prompt-only
     # split (the calculator's rl_extra) can widen it beyond what SFT saw. Never an eval split.
     splits: list[str] = field(default_factory=lambda: ["train"])
+    # shares of the RL prompts by a task meta field, as sft.mix (e.g. {bare: 1, one_step: 1, two_step: 3}
+    # with mix_key "family"), taken from the splits' stream; empty = the splits' own mix
+    mix: dict[str, float] = field(default_factory=dict)
+    mix_key: str = "family"
     lr: float = 1e-6
     lr_schedule: str = "constant"  # constant | linear | cosine: decay over the RL steps after the warmup
     warmup_steps: int = 0  # RL steps of linear warmup from lr / (warmup_steps) to lr
@@ -312,7 +316,10 @@ def _check(cfg: Config) -> None:
         raise ConfigError(f"hindsight.restart must be failure or start, not {cfg.hindsight.restart!r}")
     if not 0 <= cfg.sft.heldout < 1:
         raise ConfigError("sft.heldout must be in [0, 1)")
-    _check_mix(cfg.sft)
+    _check_mix("sft.mix", cfg.sft.mix)
+    _check_mix("rl.mix", cfg.rl.mix)
+    if cfg.sft.mix and cfg.sft.data:
+        raise ConfigError("sft.mix: mixes the env's demonstrations; it does not apply to sft.data")
     if cfg.sft.data and not Path(cfg.sft.data).exists():
         raise ConfigError(f"sft.data: file not found: {cfg.sft.data}")
     if cfg.rl.kl_mode not in ("loss", "reward"):
@@ -388,16 +395,13 @@ def _check_env(env: EnvConfig) -> None:
         raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
 
 
-def _check_mix(sft: SFTConfig) -> None:
-    if not sft.mix:
-        return
-    bad = [k for k, w in sft.mix.items() if isinstance(w, bool) or not isinstance(w, int | float) or w < 0]
+def _check_mix(key: str, mix: dict) -> None:
+    """`sft.mix` / `rl.mix`: shares are numbers >= 0 that do not all vanish."""
+    bad = [k for k, w in mix.items() if isinstance(w, bool) or not isinstance(w, int | float) or w < 0]
     if bad:
-        raise ConfigError(f"sft.mix.{bad[0]}: a share must be a number >= 0, got {sft.mix[bad[0]]!r}")
-    if not sum(sft.mix.values()) > 0:
-        raise ConfigError("sft.mix: the shares add up to 0")
-    if sft.data:
-        raise ConfigError("sft.mix: mixes the env's demonstrations; it does not apply to sft.data")
+        raise ConfigError(f"{key}.{bad[0]}: a share must be a number >= 0, got {mix[bad[0]]!r}")
+    if mix and not sum(mix.values()) > 0:
+        raise ConfigError(f"{key}: the shares add up to 0")
 
 
 def _check_splits(cfg: Config) -> None:

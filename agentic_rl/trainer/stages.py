@@ -12,8 +12,8 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
-from agentic_rl.data.curriculum import make_sampler, mixed_pool
-from agentic_rl.data.sft_data import load_sft_file, mixed_tasks
+from agentic_rl.data.curriculum import make_sampler, mixed_pool, mixed_tasks
+from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.models.lora import is_lora
@@ -115,10 +115,18 @@ class RLParts:
     hindsight_teacher: object = None  # an engine for hindsight.teacher; None = the policy's own engine
 
 
+def rl_pool(spec: EnvSpec, rl) -> list:
+    """The RL prompts: `task_pool x steps x tasks_per_step` tasks of `rl.splits` in equal shares, in
+    `rl.mix`'s shares when one is set (picked from a longer stretch of the stream, as sft.mix is)."""
+    n = rl.task_pool * rl.steps * rl.tasks_per_step
+    if not rl.mix:
+        return mixed_pool(spec.tasks, rl.splits, n, rl.seed)
+    return mixed_tasks(mixed_pool(spec.tasks, rl.splits, 40 * n, rl.seed), rl.mix_key, rl.mix, n)
+
+
 def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
     rl = cfg.rl
-    pool = mixed_pool(spec.tasks, rl.splits, rl.task_pool * rl.steps * rl.tasks_per_step, rl.seed)
-    sampler = make_sampler(rl.task_sampler, pool, seed=rl.seed)
+    sampler = make_sampler(rl.task_sampler, rl_pool(spec, rl), seed=rl.seed)
     critic = make_critic(rl.critic, model, tokenizer, rl.critic_model)
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None

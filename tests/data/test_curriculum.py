@@ -7,7 +7,8 @@ import collections
 
 import pytest
 
-from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler, mixed_pool
+from agentic_rl.data.calculator import make_tasks
+from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler, mixed_pool, mixed_tasks
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
 
@@ -75,3 +76,23 @@ def test_mixed_pool_interleaves_equal_shares_and_one_split_is_that_split():
     assert [t.id for t in pool[:6]] == ["a-4-0", "b-4-0", "c-4-0", "a-4-1", "b-4-1", "c-4-1"]
     assert collections.Counter(t.id[0] for t in pool) == {"a": 4, "b": 3, "c": 3}
     assert mixed_pool(_split_tasks, ["a"], 5, seed=1) == _split_tasks("a", 5, 1)
+
+
+def test_a_mix_takes_its_shares_in_stream_order_and_every_prefix_keeps_them():
+    """Invariant: the counts are n x share rounded to add up to n (here 1:1:3 of 48 is 9.6 / 9.6 /
+    28.8 -> 10 / 9 / 29), a value's tasks come in the pool's order, and no prefix strays more than
+    one task from its share."""
+    pool = make_tasks(48 * 40, seed=1)
+    weights = {"bare": 1, "one_step": 1, "two_step": 3}
+    picked = mixed_tasks(pool, "family", weights, 48)
+    families = [t.meta["family"] for t in picked]
+    assert {f: families.count(f) for f in weights} == {"bare": 10, "one_step": 9, "two_step": 29}
+    for f in weights:
+        assert [t.id for t in picked if t.meta["family"] == f] == [t.id for t in pool if t.meta["family"] == f][
+            : families.count(f)]
+    for k in range(1, 49):
+        for f, w in weights.items():
+            assert abs(families[:k].count(f) - k * w / 5) <= 1
+    assert mixed_tasks(pool, "family", {"two_step": 1}, 5) == [t for t in pool if t.meta["family"] == "two_step"][:5]
+    with pytest.raises(ValueError, match="only 3 of 4 tasks with family = 'bare'"):
+        mixed_tasks([t for t in pool if t.meta["family"] == "bare"][:3], "family", {"bare": 1}, 4)

@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from agentic_rl.data.calculator import make_tasks
-from agentic_rl.data.sft_data import load_sft_file, mixed_tasks
+from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.envs.formats import HERMES
 from agentic_rl.monitor.trajectories import write_trajectories
 from agentic_rl.tools import calculator, function_schema
@@ -92,23 +91,3 @@ def test_teacher_demonstrations_keep_what_the_verifier_accepts(tokenizer):
                                   SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 1024))
     assert len(kept) == 3 and all(t.reward == 1.0 for t in kept)
     assert [t.task.id for t in kept] == [t.id for t in tasks]
-
-
-def test_a_mix_takes_its_shares_in_stream_order_and_every_prefix_keeps_them():
-    """Invariant: the counts are n x share rounded to add up to n (here 1:1:3 of 48 is 9.6 / 9.6 /
-    28.8 -> 10 / 9 / 29), a value's tasks come in the pool's order, and no prefix strays more than
-    one task from its share."""
-    pool = make_tasks(48 * 40, seed=1)
-    weights = {"bare": 1, "one_step": 1, "two_step": 3}
-    picked = mixed_tasks(pool, "family", weights, 48)
-    families = [t.meta["family"] for t in picked]
-    assert {f: families.count(f) for f in weights} == {"bare": 10, "one_step": 9, "two_step": 29}
-    for f in weights:
-        assert [t.id for t in picked if t.meta["family"] == f] == [t.id for t in pool if t.meta["family"] == f][
-            : families.count(f)]
-    for k in range(1, 49):
-        for f, w in weights.items():
-            assert abs(families[:k].count(f) - k * w / 5) <= 1
-    assert mixed_tasks(pool, "family", {"two_step": 1}, 5) == [t for t in pool if t.meta["family"] == "two_step"][:5]
-    with pytest.raises(ValueError, match="only 3 of 4 tasks with family = 'bare'"):
-        mixed_tasks([t for t in pool if t.meta["family"] == "bare"][:3], "family", {"bare": 1}, 4)

@@ -42,6 +42,8 @@ def recipe(tmp_path):
         ("", ["sft.mix={bare: -1}"], "sft.mix.bare: a share must be a number >= 0"),
         ("", ["sft.mix={bare: 0}"], "sft.mix: the shares add up to 0"),
         ("", ["sft.mix=[1, 2]"], "sft.mix: expected a dict"),
+        ("", ["rl.mix={two_step: -1}"], "rl.mix.two_step: a share must be a number >= 0"),
+        ("", ["rl.mix={bare: 0, two_step: 0}"], "rl.mix: the shares add up to 0"),
         ("", ["hindsight.teacher=no/such/dir"], "hindsight.teacher: no such model directory"),
     ],
 )
