@@ -15,8 +15,9 @@ def test_rl_pool_takes_the_mix_and_is_the_stream_without_one():
     spec = get_env("calculator_compound")
     base = ["rl.steps=5", "rl.tasks_per_step=4", "rl.task_pool=2"]
     mixed = rl_pool(spec, load_config("recipes/calculator.yaml", [*base, "rl.mix={bare: 1, one_step: 1, two_step: 3}"]).rl)
+    assert load_config("recipes/calculator.yaml", base).rl.mix == {"bare": 1, "one_step": 1, "two_step": 3}  # the recipe's
     assert Counter(t.meta["family"] for t in mixed) == {"bare": 8, "one_step": 8, "two_step": 24}
-    rl = load_config("recipes/calculator.yaml", base).rl
+    rl = load_config("recipes/calculator.yaml", [*base, "rl.mix={}"]).rl
     plain = rl_pool(spec, rl)
     assert [t.id for t in plain] == [t.id for t in spec.tasks("train", 40, rl.seed)]
     assert Counter(t.meta["family"] for t in plain) == {"bare": 12, "one_step": 16, "two_step": 12}
