@@ -1,4 +1,5 @@
-"""Task samplers for RL: which training tasks the next step rolls out.
+"""Task selection: the mixes of `sft.mix` / `rl.mix`, and the RL task samplers (which training tasks
+the next step rolls out).
 
 A group whose samples all succeed or all fail has zero reward spread and teaches GRPO nothing, yet
 its rollout costs as much as any other. `PassRateCurriculum` tracks the pass rate of each *kind* of

@@ -34,7 +34,7 @@ from agentic_rl.rollout.hindsight import (
     reference_solutions,
 )
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
-from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.config import Config, RLConfig
 from agentic_rl.trainer.credit import (
     compute_credit,
     critic_values,
@@ -50,6 +50,10 @@ from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.teachers import Teachers, hindsight_teacher, load_teachers
 
+# sft.mix and rl.mix pick from a stream this many times longer than they need: enough of any share a
+# recipe sets
+MIX_STRETCH = 40
+
 
 def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
     """The SFT data: a file (`sft.data`) or the env's demonstrations, capped at `sft.examples`."""
@@ -60,8 +64,7 @@ def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
         return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
-    # a mix picks from a longer stretch of the train stream: 40x holds enough of any share a recipe sets
-    tasks = (mixed_tasks(spec.tasks("train", 40 * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
+    tasks = (mixed_tasks(spec.tasks("train", MIX_STRETCH * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
              else spec.tasks("train", s.examples, s.seed))
     return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
 
@@ -115,13 +118,13 @@ class RLParts:
     hindsight_teacher: object = None  # an engine for hindsight.teacher; None = the policy's own engine
 
 
-def rl_pool(spec: EnvSpec, rl) -> list:
+def rl_pool(spec: EnvSpec, rl: RLConfig) -> list:
     """The RL prompts: `task_pool x steps x tasks_per_step` tasks of `rl.splits` in equal shares, in
     `rl.mix`'s shares when one is set (picked from a longer stretch of the stream, as sft.mix is)."""
     n = rl.task_pool * rl.steps * rl.tasks_per_step
     if not rl.mix:
         return mixed_pool(spec.tasks, rl.splits, n, rl.seed)
-    return mixed_tasks(mixed_pool(spec.tasks, rl.splits, 40 * n, rl.seed), rl.mix_key, rl.mix, n)
+    return mixed_tasks(mixed_pool(spec.tasks, rl.splits, MIX_STRETCH * n, rl.seed), rl.mix_key, rl.mix, n)
 
 
 def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
