@@ -71,13 +71,17 @@ def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, m
 
 
 def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
-    """sft.mix picks the demonstrated tasks by family; empty, they are the train split's first N."""
+    """sft.mix picks the demonstrated tasks by a meta field; empty, they are the train split's first N."""
+    from agentic_rl.data.calculator import TRAIN_TEMPLATES
     from agentic_rl.envs.registry import get_env
     from agentic_rl.trainer.stages import sft_trajectories
 
     spec = get_env("calculator_compound")
-    mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={two_step: 1}"])
+    mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix_key=family", "sft.mix={two_step: 1}"])
     trajs = sft_trajectories(spec, mixed, tokenizer)
     assert len(trajs) == 10 and {t.task.meta["family"] for t in trajs} == {"two_step"}
+    # the recipe's own mix (by template, 2 or 4 shares of 34) demonstrates every training template
+    recipe = sft_trajectories(spec, load_config("recipes/calculator.yaml"), tokenizer)
+    assert {t.task.meta["template"] for t in recipe} == {t.id for t in TRAIN_TEMPLATES}
     plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={}"]), tokenizer)
     assert [t.task.id for t in plain] == [t.id for t in spec.tasks("train", 10, 1)]
