@@ -58,9 +58,30 @@ def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequenc
         "truncation_rate": m["truncation_rate"],
         "tokens_generated": m["tokens_generated"],
         **_by_kind(groups),
-        "samples": [{"prompt": g.task.prompt, "answer": g.task.answer, "output": " | ".join(
-            t.action_text for t in g.trajectories[0].turns), "reward": g.trajectories[0].reward} for g in groups[:3]],
+        "samples": [_sample(g) for g in groups[:3]],
+        "failures": _failures(groups),
     }
+
+
+def _sample(group) -> dict:
+    t = group.trajectories[0]
+    return {"prompt": group.task.prompt, "answer": group.task.answer,
+            "output": " | ".join(turn.action_text for turn in t.turns), "reward": t.reward}
+
+
+def _failures(groups, key: str = "template") -> list[dict]:
+    """The first wrong episode of each task kind (of each task, without kinds): what a split's errors
+    look like, one of a kind, without re-running the model. "Wrong" is the reward's `correct` part
+    where it has one, so a right answer that lost only its format bonus is not listed."""
+    seen, out = set(), []
+    for g in groups:
+        t = g.trajectories[0]
+        kind = str(g.task.meta.get(key, g.task.id))
+        if kind in seen or t.reward_details.get("correct", t.reward) >= 1.0:
+            continue
+        seen.add(kind)
+        out.append({key: kind, **_sample(g)})
+    return out
 
 
 def _by_kind(groups, key: str = "template") -> dict:

@@ -38,6 +38,11 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     kinds = split["accuracy_by_template"].values()
     assert sum(k["n"] for k in kinds) == 8
     assert math.isclose(sum(k["n"] * k["accuracy"] for k in kinds) / 8, split["accuracy"], abs_tol=1e-12)
+    # one failure is shown for each template with a wrong answer, and for no other
+    failed = [f["template"] for f in split["failures"]]
+    assert len(failed) == len(set(failed))
+    assert set(failed) == {t for t, k in split["accuracy_by_template"].items() if k["accuracy"] < 1}
+    assert all(f["output"] and f["reward"] < 1 for f in split["failures"])
     assert (tmp_path / "checkpoints" / "rl" / "config.json").exists()
     assert (tmp_path / "config.yaml").exists()
     traj = json.loads((tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()[0])
