@@ -71,13 +71,14 @@ def _sample(group) -> dict:
 
 def _failures(groups, key: str = "template") -> list[dict]:
     """The first wrong episode of each task kind (of each task, without kinds): what a split's errors
-    look like, one of a kind, without re-running the model. "Wrong" is the reward's `correct` part
-    where it has one, so a right answer that lost only its format bonus is not listed."""
+    look like, one of a kind, without re-running the model. "Wrong" is judged as `accuracy` judges it
+    (the reward's `correct` part, 0 where it has none), so a right answer that lost only its format
+    bonus is not listed, and the kinds listed are the kinds below 1 in `accuracy_by_<key>`."""
     seen, out = set(), []
     for g in groups:
         t = g.trajectories[0]
         kind = str(g.task.meta.get(key, g.task.id))
-        if kind in seen or t.reward_details.get("correct", t.reward) >= 1.0:
+        if kind in seen or t.reward_details.get("correct", 0.0) >= 1.0:
             continue
         seen.add(kind)
         out.append({key: kind, **_sample(g)})
