@@ -13,6 +13,12 @@ difficulty filtering of e.g. Bae et al. 2025 ("Online Difficulty Filtering for R
 RL") and the variance criterion of RAGEN's StarPO-S, applied before sampling instead of after.
 Pass-rate counts decay by `decay` per update, so a kind the policy has learned falls out of focus.
 
+`FailureRateCurriculum` keeps the pool's own shares (`rl.mix`) and tilts them toward the kinds the
+policy still fails: kind k is drawn with weight n_k ((1 - p_k) + floor), n_k its count in the pool.
+Unlike p(1 - p) it does not starve a kind the policy cannot solve yet — with hindsight
+demonstrations such a kind's failures are a training signal too — while solved kinds fall to the
+floor instead of taking their share of every step.
+
 A sample counts as a success when its reward reaches `threshold` (the calculator's correct answer
 scores 1.0, a well-formed wrong one 0.1). Samplers draw from a fixed pool of tasks and never repeat a task until the pool is used up. Their
 state is a plain dict (`state_dict` / `load_state_dict`) for checkpoints.
@@ -175,3 +181,16 @@ class PassRateCurriculum(TaskSampler):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.successes, self.attempts = dict(state["successes"]), dict(state["attempts"])
+
+
+@register_sampler("failure_rate")
+class FailureRateCurriculum(PassRateCurriculum):
+    def __init__(self, pool: Sequence[Task], seed: int = 0, key: str = "template", floor: float = 0.1,
+                 decay: float = 0.9, threshold: float = 1.0):
+        super().__init__(pool, seed, key, floor, decay, threshold)
+        self.share: dict[str, int] = {}
+        for t in self.pool:
+            self.share[self.kind(t)] = self.share.get(self.kind(t), 0) + 1
+
+    def weight(self, kind: str) -> float:
+        return self.share[kind] * (1 - self.pass_rate(kind) + self.floor)

@@ -82,7 +82,7 @@ class RLConfig:
     group_size: int = 8
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
-    task_sampler: str = "uniform"  # uniform | pass_rate (curriculum on the pass rate of each task kind)
+    task_sampler: str = "uniform"  # uniform | pass_rate | failure_rate (curricula on the pass rate of each task kind)
     task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
     # env splits the RL prompts come from, in equal shares; RL needs no demonstration, so a prompt-only
     # split (the calculator's rl_extra) can widen it beyond what SFT saw. Never an eval split.

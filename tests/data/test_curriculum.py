@@ -8,7 +8,13 @@ import collections
 import pytest
 
 from agentic_rl.data.calculator import make_tasks
-from agentic_rl.data.curriculum import PassRateCurriculum, make_sampler, mixed_pool, mixed_tasks
+from agentic_rl.data.curriculum import (
+    FailureRateCurriculum,
+    PassRateCurriculum,
+    make_sampler,
+    mixed_pool,
+    mixed_tasks,
+)
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
 
@@ -54,7 +60,7 @@ def test_pass_rate_state_round_trips():
 
 
 def test_unknown_sampler_lists_the_known_ones():
-    with pytest.raises(KeyError, match="known: pass_rate, uniform"):
+    with pytest.raises(KeyError, match="known: failure_rate, pass_rate, uniform"):
         make_sampler("hardest_first", _pool(1), seed=0)
 
 
@@ -63,6 +69,26 @@ def test_pass_rate_metrics_name_each_kind_seen():
     assert s.metrics() == {}
     s.update(_groups({"easy": 1.0, "hard": 0.0}))  # 10/10 and 0/10: (10+1)/12 and 1/12
     assert s.metrics() == {"pass_rate/easy": round(11 / 12, 4), "pass_rate/hard": round(1 / 12, 4)}
+
+
+def test_failure_rate_keeps_the_pool_shares_until_it_has_seen_a_kind():
+    # Invariant: unseen kinds all have p = 1/2, so the draw follows the pool's own mix (rl.mix).
+    pool = [Task(f"{k}-{i}", "p", meta={"template": k}) for i in range(300) for k in ("a", "a", "b")]
+    drawn = collections.Counter(t.meta["template"] for t in FailureRateCurriculum(pool, seed=1).sample(300))
+    assert 170 < drawn["a"] < 230  # 2/3 of 300 = 200; binomial sd ~8
+
+
+def test_failure_rate_draws_unsolved_kinds_most_and_solved_ones_at_the_floor():
+    s = make_sampler("failure_rate", _pool(), seed=0)
+    for _ in range(5):
+        s.update(_groups({"easy": 1.0, "mid": 0.5, "hard": 0.0}))
+    # 5 decayed updates of 10 samples: n = 10 (1 + .9 + .81 + .729 + .6561) = 40.951 for every kind;
+    # p = (s+1)/(n+2): easy 41.951/42.951 = .9767, mid .5, hard 1/42.951 = .0233.
+    # w = 200 (1 - p + .1): easy 24.66, mid 120, hard 215.3 -> hard:mid:easy = 8.73 : 4.87 : 1
+    assert s.weight("hard") / s.weight("easy") == pytest.approx(215.34 / 24.66, rel=1e-3)
+    assert s.weight("mid") / s.weight("easy") == pytest.approx(120 / 24.66, rel=1e-3)
+    drawn = collections.Counter(s.kind(t) for t in s.sample(360))  # expected 215 / 120 / 25
+    assert drawn["hard"] > 1.4 * drawn["mid"] > 2 * drawn["easy"] > 0
 
 
 def _split_tasks(split: str, n: int, seed: int) -> list[Task]:
