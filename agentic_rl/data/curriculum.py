@@ -26,6 +26,7 @@ state is a plain dict (`state_dict` / `load_state_dict`) for checkpoints.
 
 from __future__ import annotations
 
+import collections
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -188,9 +189,7 @@ class FailureRateCurriculum(PassRateCurriculum):
     def __init__(self, pool: Sequence[Task], seed: int = 0, key: str = "template", floor: float = 0.1,
                  decay: float = 0.9, threshold: float = 1.0):
         super().__init__(pool, seed, key, floor, decay, threshold)
-        self.share: dict[str, int] = {}
-        for t in self.pool:
-            self.share[self.kind(t)] = self.share.get(self.kind(t), 0) + 1
+        self.share = collections.Counter(self.kind(t) for t in self.pool)
 
     def weight(self, kind: str) -> float:
         return self.share[kind] * (1 - self.pass_rate(kind) + self.floor)
