@@ -107,7 +107,7 @@ class RLConfig:
     overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
-    process_reward: str = ""  # a PROCESS_REWARDS name (per-turn rewards, e.g. step_signals); "" = outcome only
+    process_reward: str = ""  # PROCESS_REWARDS names joined by "+" (e.g. step_signals+operands); "" = outcome only
     train_observations: bool = False  # ablation: tool results are trained on as if sampled (Search-R1 §4)
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
@@ -431,16 +431,18 @@ def _check_names(rl: RLConfig) -> None:
     load_plugins()
 
     from agentic_rl.monitor.collapse import REMEDIES
-    from agentic_rl.rewards.process import PROCESS_REWARDS
+    from agentic_rl.rewards.process import process_reward
 
     unknown = [a for a in rl.collapse_actions if a not in REMEDIES]
     if unknown:
         raise ConfigError(f"rl.collapse_actions: unknown remediation {unknown[0]!r}; known: {', '.join(REMEDIES.names())}")
     if not 0 < rl.variance_keep <= 1:
         raise ConfigError("rl.variance_keep must be in (0, 1]")
-    if rl.process_reward and rl.process_reward not in PROCESS_REWARDS:
-        raise ConfigError(f"rl.process_reward: unknown process reward {rl.process_reward!r}; "
-                          f"known: {', '.join(PROCESS_REWARDS.names())}")
+    if rl.process_reward:
+        try:
+            process_reward(rl.process_reward)
+        except KeyError as e:
+            raise ConfigError(f"rl.process_reward: {e.args[0]}") from None
     if rl.lr_schedule not in LR_SCHEDULES:
         raise ConfigError(f"rl.lr_schedule: unknown schedule {rl.lr_schedule!r}; known: {', '.join(LR_SCHEDULES)}")
     if rl.task_sampler not in SAMPLERS:

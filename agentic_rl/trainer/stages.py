@@ -21,7 +21,7 @@ from agentic_rl.monitor.collapse import CollapseMonitor, Remedies, keep_top_spre
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
-from agentic_rl.rewards.process import PROCESS_REWARDS, apply_process_rewards
+from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.hindsight import (
@@ -163,7 +163,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                                 seed=seed)
         groups = score_groups(reward_fn, groups, ro.step_timeout_s)
         if rl.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
-            groups = apply_process_rewards(PROCESS_REWARDS.get(rl.process_reward), groups)
+            groups = apply_process_rewards(process_reward(rl.process_reward), groups)
         parts.sampler.update(groups)
         return groups, stats
 

@@ -51,7 +51,7 @@ def test_step_signals():
     assert got == [0.0, -0.2 - 0.05, -0.1, 0.0]  # repeat + empty; a failed call; a clean answer
 
 
-@pytest.mark.parametrize("name", ["step_signals", "milestones"])
+@pytest.mark.parametrize("name", ["step_signals", "milestones", "step_signals+operands"])
 def test_the_tiny_recipe_trains_with_a_process_reward(tmp_path, name):
     from agentic_rl.trainer import loop
 
@@ -82,3 +82,44 @@ def test_milestones_pay_once_for_a_computed_intermediate():
     assert Milestones(weight=0.5)(Trajectory(task, wrong)) == [0.0, 0.0]
     no_milestones = Task("u", "2+2", 4)
     assert Milestones()(Trajectory(no_milestones, computed)) == [0.0] * 4
+
+
+def _calls(*steps):
+    """Turns of an episode: (expression, observation) per call, then the answer turn."""
+    from agentic_rl.types import Turn
+
+    turns = [Turn((1,), (2,), (0.0,), f"call {e}", "stop", observation=obs,
+                  tool_calls=(ToolCall("calculator", {"expression": e}),)) for e, obs in steps]
+    return (*turns, Turn((1,), (2,), (0.0,), "<answer></answer>", "eos"))
+
+
+def test_operands_flags_the_ungrounded_calls_of_a_word_problem():
+    """Problem: 8 trays of 55 cookies, 171 sold (8 * 55 - 171 = 269). With unsourced = unused = -0.25:
+    a call using a number the problem does not state, or one it states once used twice, costs -0.25
+    on its turn; a stated number no call uses costs -0.25 on the last turn."""
+    from agentic_rl.rewards.process import Operands
+    from agentic_rl.types import Task, Trajectory
+
+    task = Task("t", "A bakery bakes 55 cookies on each of 8 trays. 171 cookies are sold. How many remain?", 269)
+    score = lambda *steps: Operands()(Trajectory(task, _calls(*steps)))  # noqa: E731
+    assert score(("8 * 55 - 171", "269")) == [0.0, 0.0]  # the whole expression at once
+    assert score(("8 * 55", "440"), ("440 - 171", "269")) == [0.0, 0.0, 0.0]  # a result feeds the next call
+    assert score(("8 * 55 - 171 km", "Error: bad"), ("8 * 55 - 171", "269")) == [0.0, 0.0, 0.0]  # a retry
+    assert score(("55 - 171", "-116")) == [0.0, -0.25]  # 8 left out
+    assert score(("269", "269")) == [-0.25, -0.25]  # the answer guessed, then echoed: unsourced and unused
+    assert score(("8 * 55 * 55 - 171", "24029")) == [-0.25, 0.0]  # 55 used for two
+    assert score(("440 - 171", "269")) == [-0.25, -0.25]  # 8 * 55 done in the head: 440 unsourced, 8 and 55 unused
+    assert score(("8.0 * 55 - 171", "269")) == [0.0, 0.0]  # 8.0 is 8
+    assert Operands()(Trajectory(task, _calls()[-1:])) == [-0.25]  # no call at all: every number unused
+
+
+def test_process_rewards_named_with_a_plus_add_turn_by_turn():
+    from agentic_rl.rewards.process import Operands, StepSignals, process_reward
+    from agentic_rl.types import Task, Trajectory
+
+    task = Task("t", "What is 6 * 7?", 42)
+    traj = Trajectory(task, _calls(("6 * 7", "42"), ("6 * 7", "42")))  # the second call repeats the first
+    both = process_reward("step_signals+operands")(traj)
+    assert both == [a + b for a, b in zip(StepSignals()(traj), Operands()(traj))] == [0.0, -0.1, 0.0]
+    with pytest.raises(KeyError, match="unknown process reward 'prm'"):
+        process_reward("operands+prm")
