@@ -111,7 +111,8 @@ class HFSession:
         state = {r: _Action(limit(r)) for r in self.rows}
         parked: dict[int, list[int]] = {}  # rows waiting to feed [last token, *observation]
         while self.rows:
-            tokens, lps = _sample(logits, params, self.generator)
+            greedy_R = torch.tensor([r in params.greedy_rows for r in self.rows]) if params.greedy_rows else None
+            tokens, lps = _sample(logits, params, self.generator, greedy_R)
             for i, row in enumerate(self.rows):
                 act = state.get(row)
                 if act is None or row in parked:  # over, or waiting for its observation to be fed
@@ -258,8 +259,11 @@ def _common_prefix(seqs: list[tuple[int, ...]]) -> int:
     return n
 
 
-def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator):
-    """Next tokens (R,) and their logprobs (R,) under the tempered distribution."""
+def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator,
+            greedy_R: torch.Tensor | None = None):
+    """Next tokens (R,) and their logprobs (R,) under the tempered distribution; rows where
+    `greedy_R` is set take the argmax (every row draws its uniform, so the others' draws do not
+    depend on which rows are greedy)."""
     if params.temperature == 0:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = logp.argmax(dim=-1)
@@ -276,4 +280,6 @@ def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
     cdf = probs.cumsum(dim=-1)
     u = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u)[:, 0].clamp(max=probs.shape[-1] - 1)
+    if greedy_R is not None:
+        tokens = torch.where(greedy_R, logits.argmax(dim=-1), tokens)
     return tokens, logp.gather(1, tokens[:, None])[:, 0]

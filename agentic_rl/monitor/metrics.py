@@ -47,10 +47,13 @@ def tool_counts(trajs) -> dict[str, float]:
     return {f"tools/{name}": n / len(trajs) for name, n in sorted(counts.items())}
 
 
-def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0) -> dict[str, float]:
+    """Step metrics of the groups; with greedy members (the first `greedy_per_group` of each group),
+    also their accuracy: during training, what the greedy evaluation will see."""
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
         return {}
+    greedy = [t.reward_details.get("correct", 0.0) for g in groups for t in g.trajectories[:greedy_per_group]]
     rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
@@ -67,4 +70,4 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
         "tool_error_rate": errors / calls if calls else 0.0,
         "truncation_rate": statistics.fmean(t.truncated for t in trajs),
         "episode_error_rate": statistics.fmean(t.error is not None for t in trajs),
-    }
+    } | ({"greedy_accuracy": statistics.fmean(greedy)} if greedy else {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import math
 import numbers
@@ -65,10 +66,15 @@ def rollout(
     params: SamplingParams,
     budget: Budget,
     seed: int = 0,
+    greedy_per_group: int = 0,
 ) -> tuple[list[TrajectoryGroup], RolloutStats]:
-    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset)."""
+    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset). The
+    first `greedy_per_group` episodes of each group are decoded greedily (`SamplingParams.greedy_rows`)."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
+    if greedy_per_group:
+        greedy = frozenset(i for i in range(len(episodes)) if i % group_size < greedy_per_group)
+        params = dataclasses.replace(params, greedy_rows=greedy)
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""

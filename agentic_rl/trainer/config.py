@@ -47,6 +47,9 @@ class RolloutConfig:
     max_episode_tokens: int = 256  # generated tokens per episode
     step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
+    # RL: the first N episodes of each group decoded greedily, trained like the others: the group then
+    # ranks the plan the evaluation's greedy decoding will follow against the sampled ones
+    greedy_per_group: int = 0
 
 
 @dataclass
@@ -212,7 +215,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.micro_batch_rows": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rollout.greedy_per_group": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
              "eval.every": 0}
 
 
@@ -300,6 +303,8 @@ def _check(cfg: Config) -> None:
         raise ConfigError("rollout.top_p must be in (0, 1]")
     if cfg.rollout.temperature < 0:
         raise ConfigError("rollout.temperature must be >= 0")
+    if cfg.rl.steps and cfg.rollout.greedy_per_group >= cfg.rl.group_size:
+        raise ConfigError("rollout.greedy_per_group must be below rl.group_size (a group needs a sampled member)")
     if cfg.model.precision not in ("auto", "bf16", "fp32"):
         raise ConfigError("model.precision must be auto, bf16 or fp32")
     if cfg.rl.steps and cfg.rl.group_size < 2:

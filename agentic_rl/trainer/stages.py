@@ -160,7 +160,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
 
     def collect(n: int, seed: int):
         groups, stats = rollout(engine, tokenizer, make_env, parts.sampler.sample(n), rl.group_size, params, budget,
-                                seed=seed)
+                                seed=seed, greedy_per_group=ro.greedy_per_group)
         groups = score_groups(reward_fn, groups, ro.step_timeout_s)
         if rl.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
             groups = apply_process_rewards(process_reward(rl.process_reward), groups)
@@ -225,7 +225,7 @@ def _rl_step(step: int, model, tokenizer, engine, parts: RLParts, cfg: Config, l
     _set_lr(parts.optimizer, rl, step)
     groups, sampled, stats = _collect(collect, rl, seed=rl.seed * 1_000_003 + step)
     groups = keep_top_spread(groups, rl.variance_keep)
-    metrics = rollout_metrics(sampled)
+    metrics = rollout_metrics(sampled, cfg.rollout.greedy_per_group)
     advantages = []
     if sampled and all(t.error for g in sampled for t in g.trajectories):
         example = next(t.error for g in sampled for t in g.trajectories)

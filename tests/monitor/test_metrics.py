@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_rl.monitor.metrics import capabilities, tool_counts
+from agentic_rl.monitor.metrics import capabilities, rollout_metrics, tool_counts
 from agentic_rl.types import Task, ToolCall, Trajectory, TrajectoryGroup, Turn
 
 CALC = ToolCall("calculator", {"expression": "1+1"})
@@ -50,3 +50,18 @@ def test_per_turn_entropy_averages_to_the_mean_entropy(tiny, tokenizer, make_gro
     weighted = sum(m[f"entropy_turn{k}"] * n for k, n in enumerate(turn_tokens)) / sum(turn_tokens)
     assert weighted == pytest.approx(m["entropy"], rel=1e-5)
     assert m["ratio_mean"] == pytest.approx(1.0) and m["ratio_max"] == pytest.approx(1.0)
+
+
+def test_greedy_accuracy_reads_the_first_members_of_each_group():
+    """Two groups of three, greedy members first: greedy right in one group of two (0.5), the
+    whole batch right in 3 of 6 (0.5 too, so check a case where they differ: group 2 all wrong but
+    its sampled members right)."""
+    first = TrajectoryGroup(Task("t", "q"), (_ep("a", 1, 0, 1.0), _ep("a", 1, 0, 0.0), _ep("a", 1, 0, 0.0)))
+    second = TrajectoryGroup(Task("u", "q"), (_ep("a", 1, 0, 0.0), _ep("a", 1, 0, 1.0), _ep("a", 1, 0, 1.0)))
+    m = rollout_metrics([first, second], greedy_per_group=1)
+    assert m["greedy_accuracy"] == 0.5 and m["accuracy"] == 0.5
+    m = rollout_metrics([first, second], greedy_per_group=2)
+    assert m["greedy_accuracy"] == 0.5  # (1 + 0 + 0 + 1) / 4
+    second_greedy_right = TrajectoryGroup(Task("u", "q"), (second.trajectories[1], *second.trajectories[::2]))
+    assert rollout_metrics([first, second_greedy_right], greedy_per_group=1)["greedy_accuracy"] == 1.0
+    assert "greedy_accuracy" not in rollout_metrics([first, second])

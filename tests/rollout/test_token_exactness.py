@@ -29,8 +29,8 @@ def _scripted_sampler(tokenizer, monkeypatch, fed: dict):
     state: dict[int, list[int]] = {}
     real_sample = hf._sample
 
-    def sample(logits, params, generator):
-        tokens, _ = real_sample(logits, params, generator)
+    def sample(logits, params, generator, greedy_R=None):
+        tokens, _ = real_sample(logits, params, generator, greedy_R)
         rows = logits.shape[0]
         for r in range(rows):
             queue = state.setdefault(r, [t for s in scripts for t in s])
@@ -80,3 +80,21 @@ def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch)
     m = batch.loss_mask.bool()
     assert m.sum() == len(sampled)
     torch.testing.assert_close(logp[m], batch.old_logprobs[m], atol=1e-4, rtol=0)
+
+
+def test_greedy_members_of_a_group_are_the_greedy_episode(tiny, tokenizer):
+    """`greedy_per_group=1` with groups of 3 at temperature 1: each group's first episode is token
+    for token the temperature-0 episode of its task (tool turns included), the others are samples."""
+    spec = get_env("calculator")
+    tasks = spec.tasks("train", 2, 0)
+    engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
+    stops = ("</tool_call>",)
+    budget = Budget(2, 12, 24)
+    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 3,
+                        SamplingParams(temperature=1.0, max_new_tokens=12, stop_strings=stops), budget,
+                        greedy_per_group=1)
+    greedy, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 1,
+                        SamplingParams(temperature=0.0, max_new_tokens=12, stop_strings=stops), budget)
+    for g, ref in zip(groups, greedy):
+        assert g.trajectories[0].token_ids() == ref.trajectories[0].token_ids()
+        assert all(t.token_ids() != ref.trajectories[0].token_ids() for t in g.trajectories[1:])

@@ -28,6 +28,8 @@ def recipe(tmp_path):
         ("rl: 5\n", [], "rl: expected a section"),
         ("", ["rl.group_size=1", "rl.steps=2"], "rl.group_size must be >= 2"),
         ("", ["rollout.top_p=1.5"], "rollout.top_p"),
+        ("", ["rl.steps=2", "rl.group_size=4", "rollout.greedy_per_group=4"], "rollout.greedy_per_group must be below rl.group_size"),
+        ("", ["rollout.greedy_per_group=-1"], "rollout.greedy_per_group must be >= 0"),
         ("", ["rl.advantage=grpoo"], "rl.advantage: unknown advantage estimator 'grpoo'; known: dr_grpo"),
         ("", ["rl.policy_loss=ppo"], "rl.policy_loss: unknown policy loss 'ppo'"),
         ("", ["rl.advantage=gae"], "rl.advantage: gae needs a critic"),

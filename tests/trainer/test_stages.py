@@ -21,3 +21,16 @@ def test_rl_pool_takes_the_mix_and_is_the_stream_without_one():
     plain = rl_pool(spec, rl)
     assert [t.id for t in plain] == [t.id for t in spec.tasks("train", 40, rl.seed)]
     assert Counter(t.meta["family"] for t in plain) == {"bare": 12, "one_step": 16, "two_step": 12}
+
+
+def test_the_tiny_recipe_logs_the_accuracy_of_its_greedy_members(tmp_path):
+    import json
+
+    from agentic_rl.trainer import loop
+
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
+                                            "eval.tasks_per_split=2", "rollout.greedy_per_group=1"])
+    loop.train(cfg)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in records if r.get("stage") == "rl"]
+    assert rl and all(0.0 <= r["greedy_accuracy"] <= 1.0 for r in rl)
