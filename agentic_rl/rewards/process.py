@@ -113,7 +113,7 @@ class Operands:
             r = 0.0
             for call in turn.tool_calls:
                 used = numbers(" ".join(str(v) for v in call.arguments.values()))
-                reached |= used.keys()
+                reached.update(used)
                 if used - available:
                     r = self.unsourced
             available += numbers(turn.observation)  # a result may feed a later call

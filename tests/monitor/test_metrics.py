@@ -53,9 +53,9 @@ def test_per_turn_entropy_averages_to_the_mean_entropy(tiny, tokenizer, make_gro
 
 
 def test_greedy_accuracy_reads_the_first_members_of_each_group():
-    """Two groups of three, greedy members first: greedy right in one group of two (0.5), the
-    whole batch right in 3 of 6 (0.5 too, so check a case where they differ: group 2 all wrong but
-    its sampled members right)."""
+    """Groups of three with the greedy members first. Greedy right in the first group only: 1 of 2
+    (and 3 of 6 episodes right in all); with two greedy members each, 2 of 4; with the second
+    group's right episode moved to the front, both greedy members right: 1.0."""
     first = TrajectoryGroup(Task("t", "q"), (_ep("a", 1, 0, 1.0), _ep("a", 1, 0, 0.0), _ep("a", 1, 0, 0.0)))
     second = TrajectoryGroup(Task("u", "q"), (_ep("a", 1, 0, 0.0), _ep("a", 1, 0, 1.0), _ep("a", 1, 0, 1.0)))
     m = rollout_metrics([first, second], greedy_per_group=1)
