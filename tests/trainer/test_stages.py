@@ -1,10 +1,13 @@
-"""The RL prompt pool: `rl.mix` sets its shares; without one it is the splits' own stream."""
+"""The RL prompt pool: `rl.mix` sets its shares; without one it is the splits' own stream. And the
+RL stage logs its greedy members' accuracy."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from agentic_rl.envs.registry import get_env
+from agentic_rl.trainer import loop
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.stages import rl_pool
 
@@ -24,10 +27,6 @@ def test_rl_pool_takes_the_mix_and_is_the_stream_without_one():
 
 
 def test_the_tiny_recipe_logs_the_accuracy_of_its_greedy_members(tmp_path):
-    import json
-
-    from agentic_rl.trainer import loop
-
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
                                             "eval.tasks_per_split=2", "rollout.greedy_per_group=1"])
     loop.train(cfg)
