@@ -36,6 +36,18 @@ ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")
 SCALES: Registry = Registry("advantage scale")
 
 
+def group_centered(rewards_PG: torch.Tensor) -> torch.Tensor:
+    """r_i - mean_G r, exactly 0 in a group whose rewards are all equal.
+
+    In floating point the mean of equal rewards is not always that reward: eight rewards of 0.1 in
+    float32 average to 0.1 + 7e-9, and GRPO's division by a std of the same size turned that into
+    advantages of 0.0074. Such a group then looked as if it had signal, so it was trained (its
+    compute wasted) and counted in the token-mean normalizer (diluting the groups with signal).
+    """
+    centered = rewards_PG - rewards_PG.mean(dim=1, keepdim=True)
+    return centered.masked_fill((rewards_PG == rewards_PG[:, :1]).all(dim=1, keepdim=True), 0.0)
+
+
 @ADVANTAGES.register("grpo")
 def grpo_advantages(rewards_PG: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """GRPO (Shao et al. 2024, DeepSeekMath): A_i = (r_i - mean_G r) / (std_G r + eps).
@@ -43,14 +55,14 @@ def grpo_advantages(rewards_PG: torch.Tensor, eps: float = 1e-6) -> torch.Tensor
     std is the unbiased sample std (as in the paper's reference code and TRL). A group whose rewards
     are all equal gets advantage 0: it carries no signal.
     """
-    return (rewards_PG - rewards_PG.mean(dim=1, keepdim=True)) / (SCALES.get("group")(rewards_PG) + eps)
+    return group_centered(rewards_PG) / (SCALES.get("group")(rewards_PG) + eps)
 
 
 @ADVANTAGES.register("dr_grpo")
 def dr_grpo_advantages(rewards_PG: torch.Tensor) -> torch.Tensor:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): A_i = r_i - mean_G r.
     Dropping the std division removes GRPO's bias toward groups with low reward spread."""
-    return rewards_PG - rewards_PG.mean(dim=1, keepdim=True)
+    return group_centered(rewards_PG)
 
 
 @ADVANTAGES.register("rloo")
@@ -60,7 +72,7 @@ def rloo_advantages(rewards_PG: torch.Tensor) -> torch.Tensor:
     G = rewards_PG.shape[1]
     if G < 2:
         return torch.zeros_like(rewards_PG)
-    return (rewards_PG - rewards_PG.mean(dim=1, keepdim=True)) * G / (G - 1)
+    return group_centered(rewards_PG) * G / (G - 1)
 
 
 @SCALES.register("group")
@@ -168,7 +180,7 @@ def _group_relative(x: AdvantageInputs, adv_PG: torch.Tensor) -> AdvantageOutput
 def grpo(x: AdvantageInputs) -> AdvantageOutputs:
     """GRPO: A_i = (r_i - mean_G r) / (s + eps), s = std of the group, of the batch, or 1 (`x.scale`)."""
     r = x.rewards_PG.to(torch.float32)
-    return _group_relative(x, (r - r.mean(1, keepdim=True)) / (SCALES.get(x.scale)(r) + x.eps))
+    return _group_relative(x, group_centered(r) / (SCALES.get(x.scale)(r) + x.eps))
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")

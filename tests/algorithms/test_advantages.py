@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, ADVANTAGES, AdvantageInputs
 
@@ -21,6 +23,27 @@ def test_grpo_second_group_and_zero_variance():
     adv = ADVANTAGES.get("grpo")(torch.tensor([[0.5, 0.5, 0.5], [1.0, 0.1, 0.1]]))
     torch.testing.assert_close(adv[0], torch.zeros(3))  # no spread, no signal
     torch.testing.assert_close(adv[1], torch.tensor([1.154701, -0.577350, -0.577350]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kernel", ["grpo", "dr_grpo", "rloo"])
+@given(value=st.floats(-10, 10, width=32), size=st.integers(1, 16))
+def test_equal_rewards_give_exactly_zero(kernel, value, size):
+    """A group of equal rewards has advantage exactly 0, not a rounding error the std division
+    blows up: eight rewards of 0.1 (the calculator's format-only reward) averaged to 0.1 + 7e-9 in
+    float32 and GRPO gave them 0.0074 each, so the trainer took the group for one with signal.
+    The second group has spread, so the kernels' work is not skipped for the whole batch."""
+    rewards = torch.tensor([[value] * size, [0.0] * (size - 1) + [1.0]])
+    adv = ADVANTAGES.get(kernel)(rewards)
+    assert torch.equal(adv[0], torch.zeros(size))
+    assert size == 1 or bool(adv[1].any())
+
+
+def test_format_only_group_of_eight_is_flat_for_the_estimators():
+    # the case seen in the recipe's runs: a group of eight wrong but well-formatted answers
+    mask = torch.ones(8, 3)
+    for name in ["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"]:
+        out = ADVANTAGE_ESTIMATORS.get(name)(AdvantageInputs(torch.full((1, 8), 0.1), mask))
+        assert torch.equal(out.advantages_BT, torch.zeros(8, 3)), name
 
 
 def test_dr_grpo_and_rloo():

@@ -2,7 +2,7 @@
 
 Each hypothesis example is a small multi-turn batch: P tasks x G samples, rows of T positions whose
 loss mask interleaves sampled tokens with observations/padding, turns, outcome rewards drawn from
-{0, 0.5, 1} (so equal-reward groups are common), optional per-turn rewards and dense token rewards,
+{0, 0.1, 0.5, 1} (so equal-reward groups are common, and 0.1 has no exact float mean), optional per-turn rewards and dense token rewards,
 critic values, current and old logprobs. The pipeline is the one the trainer runs:
 advantages (whole batch) -> policy loss -> aggregation with a whole-batch normalizer -> gradient.
 
@@ -52,7 +52,7 @@ def cases(draw) -> Case:
     B, K = P * G, draw(st.integers(1, 3))
     mask = draw(st.lists(st.lists(st.booleans(), min_size=T, max_size=T), min_size=B, max_size=B))
     steps = draw(st.lists(st.lists(st.booleans(), min_size=T, max_size=T), min_size=B, max_size=B))
-    rewards = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=B, max_size=B))
+    rewards = draw(st.lists(st.sampled_from([0.0, 0.1, 0.5, 1.0]), min_size=B, max_size=B))
     seed = draw(st.integers(0, 2**16))
     g = torch.Generator().manual_seed(seed)
     mask_BT = torch.tensor(mask, dtype=torch.float32)
