@@ -4,6 +4,11 @@ The rows of a GRPO micro-batch (the G samples of one task) share their prompt, u
 row. The prefix is forwarded once, with gradient, and its KV cache is repeated for every row; only
 the rows' own tokens are forwarded per row. This is exact (the gradient flows through the shared
 prefix into every row) and cuts the training compute by the prompt's share of the tokens.
+
+One level up, every task of a step opens with the same system prompt and tool schemas (288 of the
+calculator's ~320 prompt tokens). `SharedPrompt` forwards that once for all the micro-batches of an
+optimizer step, instead of once a micro-batch (a fifth of a step's training compute on the
+calculator); its gradient is collected over the micro-batches and sent back through it once.
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0,
 
 
 def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: bool = False,
-                   value_head=None, full: bool = False) -> PolicyOutputs:
+                   value_head=None, full: bool = False, shared: SharedPrompt | None = None) -> PolicyOutputs:
     """Logprobs, entropy and (with `value_head`) critic values of the trained tokens under `model`.
     The entropy is detached (a metric) unless `entropy_grad` (an entropy bonus in the loss); `full`
     also returns the whole distribution at the trained positions (on-policy distillation).
@@ -131,7 +136,7 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     activation memory at a 49k vocabulary) run only on the positions that are trained. The value at t
     comes from the same hidden state (the state before token t is sampled).
     """
-    hidden = hidden_states(model, batch)
+    hidden = hidden_states(model, batch, shared)
     head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
     ids = batch.input_ids
     sel = batch.loss_mask.bool()
@@ -145,22 +150,76 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     return PolicyOutputs(token_lp, entropy, values, logp if full else None)
 
 
-def hidden_states(model, batch: Batch) -> torch.Tensor:
-    """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    decoder = base.get_decoder()
+class SharedPrompt:
+    """The prompt every row of an optimizer step opens with, forwarded once (one row, with gradient)
+    for all of the step's micro-batches.
+
+    Each micro-batch continues from `cache()`, a cache of detached copies of the prompt's keys and
+    values that collect their gradient across the micro-batches' backward passes; `backward()` then
+    sends the sum through the prompt's own forward once. The gradient is the one the micro-batches
+    would get each forwarding the prompt themselves.
+    """
+
+    def __init__(self, model, ids: Sequence[int]):
+        out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
+        self.ids = tuple(ids)
+        self._kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
+        self._leaves = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in self._kv]
+
+    def cache(self) -> DynamicCache:
+        cache = DynamicCache()
+        for i, (k, v) in enumerate(self._leaves):
+            cache.update(k, v, i)
+        return cache
+
+    def continues(self, prefix_ids: Sequence[int]) -> bool:
+        """`prefix_ids` open with this prompt and add at least one token (the last prefix position's
+        hidden state predicts the first row token)."""
+        return len(prefix_ids) > len(self.ids) and tuple(prefix_ids[: len(self.ids)]) == self.ids
+
+    def backward(self) -> None:
+        pairs = [(t, leaf.grad) for kv, leaves in zip(self._kv, self._leaves) for t, leaf in zip(kv, leaves)
+                 if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
+
+
+def shared_prompt(model, micro_rows: Sequence[Sequence[Trajectory]], min_tokens: int = 16) -> SharedPrompt | None:
+    """A `SharedPrompt` for micro-batches of trajectories when it saves compute: two micro-batches or
+    more, a common never-trained opening of at least `min_tokens` that every micro-batch's own
+    prefix extends, and no gradient checkpointing (whose recompute would need the prompt's graph)."""
+    if len(micro_rows) < 2 or _checkpointed(_decoder(model)):
+        return None
+    rows = [t.token_ids() for micro in micro_rows for t in micro]
+    n = common_prefix_len(rows, [t.loss_mask() for micro in micro_rows for t in micro])
+    own = min(common_prefix_len([t.token_ids() for t in micro], [t.loss_mask() for t in micro]) for micro in micro_rows)
+    n = min(n, own - 1)
+    return SharedPrompt(model, rows[0][:n]) if n >= min_tokens else None
+
+
+def _decoder(model):
+    return (model.get_base_model() if hasattr(model, "get_base_model") else model).get_decoder()
+
+
+def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> torch.Tensor:
+    """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]. With `shared`, a prefix
+    that opens with its prompt continues from the prompt's cache instead of forwarding it again."""
+    decoder = _decoder(model)
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
     if batch.prefix_ids:
-        prefix = torch.tensor([batch.prefix_ids])
         checkpointed = _checkpointed(decoder)
+        past = {}
+        if shared is not None and not checkpointed and shared.continues(batch.prefix_ids):
+            past = {cache_kwarg(decoder): shared.cache()}
+        prefix = torch.tensor([batch.prefix_ids[len(shared.ids) if past else 0 :]])
         with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
-            first = decoder(input_ids=prefix, use_cache=True)  # one row: its activations are cheap to keep
+            first = decoder(input_ids=prefix, use_cache=True, **past)  # one row: its activations are cheap to keep
         cache = output_cache(first)
         cache.batch_repeat_interleave(B)
         if checkpointed:
             cache.__class__ = _FrozenPrefix  # same state; only `update` differs
-        full_mask = torch.cat([torch.ones(B, prefix.shape[1], dtype=attn.dtype), attn], dim=1)
+        full_mask = torch.cat([torch.ones(B, len(batch.prefix_ids), dtype=attn.dtype), attn], dim=1)
         with _flags(decoder.layers, _can_checkpoint_with_cache=True) if checkpointed else nullcontext():
             body = decoder(input_ids=ids, attention_mask=full_mask, use_cache=not checkpointed, **{cache_kwarg(decoder): cache})
         last = first.last_hidden_state[:, -1:].expand(B, 1, -1)

@@ -32,7 +32,14 @@ from agentic_rl.engines.precision import autocast
 from agentic_rl.models.lora import reference_context
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.critic import Critic
-from agentic_rl.trainer.forward import batch_layout, make_batch, policy_forward, token_logprobs
+from agentic_rl.trainer.forward import (
+    SharedPrompt,
+    batch_layout,
+    make_batch,
+    policy_forward,
+    shared_prompt,
+    token_logprobs,
+)
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
 _SUMS = ("nonfinite_minibatches", "opd_kl", "hindsight_nll", "loss", "entropy", "kl", "clip_low", "clip_high", "tokens", "engine_lp_diff", "ratio", "ratio_max", "value_loss", "value_sq_err",
@@ -143,7 +150,10 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     trajs = [t for g, _, _ in work for t in g.trajectories if not (rl.mask_truncated and t.truncated)]
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
-    for micro in micro_batches(work, rl.micro_batch_rows, teachers):
+    micros = micro_batches(work, rl.micro_batch_rows, teachers)
+    with autocast(cfg.model.precision):  # the system prompt, forwarded once for every micro-batch
+        shared = shared_prompt(model, [[t for group, _, _ in micro for t in group.trajectories] for micro in micros])
+    for micro in micros:
         rows = [t for group, _, _ in micro for t in group.trajectories]
         batch = make_batch(rows, pad_id, [a for _, adv, _ in micro for a in adv])
         mask = batch.loss_mask
@@ -151,11 +161,13 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
             mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows]))
         target = None if micro[0][2] is None else tuple([x for _, _, t in micro for x in t[k]] for k in range(2))
         loss = _micro_loss(model, micro[0][0].task, rows, batch, mask, norm, cfg, ref_model, critic, target,
-                           teachers, on_policy, sums)
+                           teachers, on_policy, sums, shared)
         loss.backward()
         sums["loss"] += float(loss.detach())
     if corrections:
-        _hindsight_backward(model, corrections, cfg, pad_id, sums)
+        _hindsight_backward(model, corrections, cfg, pad_id, sums, shared)
+    if shared is not None:  # after every backward that read the prompt's cache
+        shared.backward()
     params = [p for g in optimizer.param_groups for p in g["params"]]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm))
     if math.isfinite(grad_norm):  # a non-finite loss gives a non-finite norm too
@@ -197,12 +209,13 @@ def _turn_sums(trajectories: Sequence[Trajectory], batch, mask, entropy_BT: torc
         sums[f"tokens_turn{k}"] = sums.get(f"tokens_turn{k}", 0.0) + float(sel.sum())
 
 
-def _hindsight_backward(model, corrections: Sequence[Trajectory], cfg: Config, pad_id: int, sums: dict) -> None:
+def _hindsight_backward(model, corrections: Sequence[Trajectory], cfg: Config, pad_id: int, sums: dict,
+                        shared: SharedPrompt | None = None) -> None:
     """hindsight.coef x the token-mean NLL of the verified corrections' actions (on the student's
     context without the hint), into the same gradient as the RL loss."""
     batch = make_batch(corrections, pad_id)
     with autocast(cfg.model.precision):
-        logp = policy_forward(model, batch).logprobs
+        logp = policy_forward(model, batch, shared=shared).logprobs
     nll = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)
     (cfg.hindsight.coef * nll).backward()
     sums["hindsight_nll"] += float(nll.detach())
@@ -219,17 +232,18 @@ def _distill_term(student_NV, teacher_NV, batch, mask, norm: float, cfg: Config,
 
 
 def _micro_loss(model, task, rows: Sequence[Trajectory], batch, mask, norm: float, cfg: Config, ref_model, critic,
-                target, teachers, on_policy: bool, sums: dict) -> torch.Tensor:
+                target, teachers, on_policy: bool, sums: dict, shared: SharedPrompt | None = None) -> torch.Tensor:
     """The loss of one micro-batch (one or more whole groups; `task` routes the teachers, which
     `micro_batches` made the same for all of them): policy loss + entropy bonus + KL term + value
     loss + the on-policy distillation term."""
     rl = cfg.rl
     aggregate = AGGREGATIONS.get(rl.aggregation)
-    shared = critic is not None and critic.critic.shared
+    on_trunk = critic is not None and critic.critic.shared  # a value head on the policy's own trunk
     with autocast(cfg.model.precision):
         out = policy_forward(model, batch, cfg.rollout.temperature, entropy_grad=rl.entropy_coef > 0,
-                             value_head=critic.critic.head if shared else None, full=teachers is not None)
-        values = out.values if shared or critic is None else critic.critic.values(batch)
+                             value_head=critic.critic.head if on_trunk else None, full=teachers is not None,
+                             shared=shared)
+        values = out.values if on_trunk or critic is None else critic.critic.values(batch)
     logp = out.logprobs
     old = logp.detach() if on_policy else batch.old_logprobs
     pg = POLICY_LOSSES.get(rl.policy_loss)(LossInputs(logp, old, batch.advantages, mask, rl.clip_low, rl.clip_high))

@@ -1,11 +1,14 @@
-"""The training forward pass (`trainer/forward.py`) under gradient checkpointing."""
+"""The training forward pass (`trainer/forward.py`): under gradient checkpointing, and with the
+step's common prompt forwarded once for all micro-batches (`SharedPrompt`)."""
 
 from __future__ import annotations
 
 import torch
 
 from agentic_rl.models.loader import enable_gradient_checkpointing
-from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.trainer.forward import make_batch, policy_forward, shared_prompt, token_logprobs
+
+HEAD = tuple(range(10, 30))  # the opening of `with_questions`'s prompts (tests/trainer/conftest.py)
 
 
 def _logprobs_and_grads(model, batch):
@@ -31,3 +34,53 @@ def test_checkpointing_gives_the_same_logprobs_and_gradients(tiny, make_group):
     assert grads_plain.keys() == grads_ckpt.keys() and grads_plain
     for name, g in grads_plain.items():
         assert torch.allclose(g, grads_ckpt[name], atol=1e-5), name
+
+
+def _grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_shared_prompt_gives_the_same_logprobs_and_gradients(tiny, make_group, with_questions):
+    """Invariant: forwarding the step's common prompt once, with its gradient collected over the
+    micro-batches and sent back at the end, computes what each micro-batch forwarding it again
+    computes. Were the collected gradient lost, the prompt's share of every weight's gradient
+    would be missing; were the cache reused without it, the rows would see another prompt."""
+    gen = torch.Generator().manual_seed(1)
+    groups = with_questions([make_group(i, [1.0, 0.0, 1.0], gen) for i in range(3)])
+    tiny.train()
+    weights = [torch.rand(len(g.trajectories), 1, generator=gen) for g in groups]  # a different loss a row
+
+    def run(shared):
+        tiny.zero_grad(set_to_none=True)
+        lps = []
+        for g, w in zip(groups, weights):
+            batch = make_batch(g.trajectories, pad_id=0)
+            lp = policy_forward(tiny, batch, shared=shared).logprobs
+            (lp * w).sum().backward()
+            lps.append(lp.detach())
+        if shared is not None:
+            shared.backward()
+        return lps, _grads(tiny)
+
+    lp_plain, grads_plain = run(None)
+    shared = shared_prompt(tiny, [g.trajectories for g in groups])
+    assert shared is not None and shared.ids == HEAD  # the head, not the groups' own questions
+    lp_shared, grads_shared = run(shared)
+    for a, b in zip(lp_plain, lp_shared):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert grads_plain.keys() == grads_shared.keys() and grads_plain
+    for name, g in grads_plain.items():
+        torch.testing.assert_close(g, grads_shared[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_shared_prompt_only_where_it_saves_a_forward(tiny, make_group, with_questions):
+    gen = torch.Generator().manual_seed(2)
+    groups = with_questions([make_group(i, [1.0, 0.0], gen) for i in range(2)])
+    assert shared_prompt(tiny, [g.trajectories for g in groups[:1]]) is None  # one micro-batch: nothing to share
+    assert shared_prompt(tiny, [g.trajectories for g in groups], min_tokens=21) is None  # HEAD is 20 tokens
+    # the same task in both micro-batches: the shared part stops one token short of their whole prompt
+    same = shared_prompt(tiny, [groups[0].trajectories, groups[0].trajectories])
+    assert same is not None and len(same.ids) == len(HEAD) + 2
+    enable_gradient_checkpointing(tiny)
+    tiny.train()
+    assert shared_prompt(tiny, [g.trajectories for g in groups]) is None  # a recompute would need its graph

@@ -74,6 +74,38 @@ def test_merged_micro_batches_give_the_update_of_one_group_per_forward(tokenizer
     torch.testing.assert_close(deltas[0], deltas[1], rtol=1e-4, atol=1e-7)
 
 
+def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(tokenizer, make_group, with_questions,
+                                                                            monkeypatch):
+    """The system prompt forwarded once a step (`forward.SharedPrompt`) against once a micro-batch:
+    the same update, hindsight corrections included (they read the same cache). SGD at lr 1, so the
+    update is the gradient; fp32. The shared path must be taken, or the comparison proves nothing."""
+    from agentic_rl.models.loader import tiny_model
+    from agentic_rl.trainer import forward, rl
+
+    gen = torch.Generator().manual_seed(7)
+    groups = with_questions([make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.2, 1.0, 0.0]])])
+    corrections = with_questions([make_group(9, [1.0], gen)])[0].trajectories
+    built = []
+
+    def spy(*args, **kwargs):
+        built.append(forward.shared_prompt(*args, **kwargs))
+        return built[-1]
+
+    deltas = []
+    for share in (True, False):
+        monkeypatch.setattr(rl, "shared_prompt", spy if share else lambda *args, **kwargs: None)
+        cfg = load_config("recipes/tiny.yaml", ["rl.micro_batch_rows=3", "rl.lr=1.0"])
+        model = tiny_model(tokenizer, seed=0).eval()
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, compute_advantages(groups, cfg.rl), cfg,
+                  tokenizer.pad_token_id, corrections=corrections)
+        deltas.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
+    assert len(built) == 1 and built[0] is not None
+    assert any(d.abs().max() > 0 for d in deltas[0].values())
+    for name, d in deltas[0].items():
+        torch.testing.assert_close(d, deltas[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
 def _update(tiny, tokenizer, make_group, minibatches: int, rewards: list[list[float]]):
     cfg = load_config("recipes/tiny.yaml", [f"rl.minibatches={minibatches}", "rl.lr=1e-3"])
     gen = torch.Generator().manual_seed(0)
