@@ -154,46 +154,43 @@ class SharedPrompt:
     """The prompt every row of an optimizer step opens with, forwarded once (one row, with gradient)
     for all of the step's micro-batches.
 
-    Each micro-batch continues from `cache()`, a cache of detached copies of the prompt's keys and
-    values that collect their gradient across the micro-batches' backward passes; `backward()` then
-    sends the sum through the prompt's own forward once. The gradient is the one the micro-batches
-    would get each forwarding the prompt themselves.
+    A micro-batch reads detached copies of the prompt's keys and values (`cache()`) and of its last
+    hidden state (`last`, which predicts the first token after it); they collect their gradient over
+    the micro-batches' backward passes, and `backward()` sends the sum through the prompt's own
+    forward once. The gradient is the one the micro-batches would get each forwarding the prompt.
     """
 
     def __init__(self, model, ids: Sequence[int]):
         out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
         self.ids = tuple(ids)
-        self._kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
-        self._leaves = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in self._kv]
+        self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
+        self._graph.append(out.last_hidden_state[:, -1:])
+        self._leaves = [t.detach().requires_grad_() for t in self._graph]
+        self.last = self._leaves[-1]
 
     def cache(self) -> DynamicCache:
         cache = DynamicCache()
-        for i, (k, v) in enumerate(self._leaves):
-            cache.update(k, v, i)
+        for i in range(len(self._leaves) // 2):
+            cache.update(self._leaves[2 * i], self._leaves[2 * i + 1], i)
         return cache
 
-    def continues(self, prefix_ids: Sequence[int]) -> bool:
-        """`prefix_ids` open with this prompt and add at least one token (the last prefix position's
-        hidden state predicts the first row token)."""
-        return len(prefix_ids) > len(self.ids) and tuple(prefix_ids[: len(self.ids)]) == self.ids
+    def covers(self, prefix_ids: Sequence[int]) -> bool:
+        return tuple(prefix_ids[: len(self.ids)]) == self.ids
 
     def backward(self) -> None:
-        pairs = [(t, leaf.grad) for kv, leaves in zip(self._kv, self._leaves) for t, leaf in zip(kv, leaves)
-                 if leaf.grad is not None]
+        pairs = [(t, leaf.grad) for t, leaf in zip(self._graph, self._leaves) if leaf.grad is not None]
         if pairs:
             torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
 
 
 def shared_prompt(model, micro_rows: Sequence[Sequence[Trajectory]], min_tokens: int = 16) -> SharedPrompt | None:
     """A `SharedPrompt` for micro-batches of trajectories when it saves compute: two micro-batches or
-    more, a common never-trained opening of at least `min_tokens` that every micro-batch's own
-    prefix extends, and no gradient checkpointing (whose recompute would need the prompt's graph)."""
+    more, a common never-trained opening of at least `min_tokens`, and no gradient checkpointing
+    (whose recompute would need the prompt's graph)."""
     if len(micro_rows) < 2 or _checkpointed(_decoder(model)):
         return None
     rows = [t.token_ids() for micro in micro_rows for t in micro]
     n = common_prefix_len(rows, [t.loss_mask() for micro in micro_rows for t in micro])
-    own = min(common_prefix_len([t.token_ids() for t in micro], [t.loss_mask() for t in micro]) for micro in micro_rows)
-    n = min(n, own - 1)
     return SharedPrompt(model, rows[0][:n]) if n >= min_tokens else None
 
 
@@ -209,21 +206,14 @@ def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> to
     B = ids.shape[0]
     if batch.prefix_ids:
         checkpointed = _checkpointed(decoder)
-        past = {}
-        if shared is not None and not checkpointed and shared.continues(batch.prefix_ids):
-            past = {cache_kwarg(decoder): shared.cache()}
-        prefix = torch.tensor([batch.prefix_ids[len(shared.ids) if past else 0 :]])
-        with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
-            first = decoder(input_ids=prefix, use_cache=True, **past)  # one row: its activations are cheap to keep
-        cache = output_cache(first)
+        cache, last = _prefix(decoder, batch.prefix_ids, shared if not checkpointed else None, checkpointed)
         cache.batch_repeat_interleave(B)
         if checkpointed:
             cache.__class__ = _FrozenPrefix  # same state; only `update` differs
         full_mask = torch.cat([torch.ones(B, len(batch.prefix_ids), dtype=attn.dtype), attn], dim=1)
         with _flags(decoder.layers, _can_checkpoint_with_cache=True) if checkpointed else nullcontext():
             body = decoder(input_ids=ids, attention_mask=full_mask, use_cache=not checkpointed, **{cache_kwarg(decoder): cache})
-        last = first.last_hidden_state[:, -1:].expand(B, 1, -1)
-        return torch.cat([last, body.last_hidden_state[:, :-1]], dim=1)
+        return torch.cat([last.expand(B, 1, -1), body.last_hidden_state[:, :-1]], dim=1)
     if batch.segment_ids is not None:
         mask, positions = _packed_attention(batch.segment_ids)
         body = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
@@ -231,6 +221,20 @@ def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> to
         body = decoder(input_ids=ids, attention_mask=attn, use_cache=False)
     # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
     return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
+
+
+def _prefix(decoder, prefix_ids: Sequence[int], shared: SharedPrompt | None, checkpointed: bool):
+    """(KV cache, last hidden state) of a micro-batch's common prefix, one row: forwarded, or read
+    from `shared` with only the tokens after it forwarded."""
+    past = {}
+    if shared is not None and shared.covers(prefix_ids):
+        prefix_ids = prefix_ids[len(shared.ids) :]
+        if not prefix_ids:
+            return shared.cache(), shared.last
+        past = {cache_kwarg(decoder): shared.cache()}
+    with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
+        first = decoder(input_ids=torch.tensor([list(prefix_ids)]), use_cache=True, **past)  # cheap to keep
+    return output_cache(first), first.last_hidden_state[:, -1:]
 
 
 def _checkpointed(decoder) -> bool:

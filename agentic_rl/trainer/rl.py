@@ -152,7 +152,8 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     optimizer.zero_grad(set_to_none=True)
     micros = micro_batches(work, rl.micro_batch_rows, teachers)
     with autocast(cfg.model.precision):  # the system prompt, forwarded once for every micro-batch
-        shared = shared_prompt(model, [[t for group, _, _ in micro for t in group.trajectories] for micro in micros])
+        shared = shared_prompt(model, [*([t for group, _, _ in micro for t in group.trajectories] for micro in micros),
+                                       *([list(corrections)] if corrections else [])])
     for micro in micros:
         rows = [t for group, _, _ in micro for t in group.trajectories]
         batch = make_batch(rows, pad_id, [a for _, adv, _ in micro for a in adv])

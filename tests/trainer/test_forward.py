@@ -3,6 +3,7 @@ step's common prompt forwarded once for all micro-batches (`SharedPrompt`)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from agentic_rl.models.loader import enable_gradient_checkpointing
@@ -40,13 +41,18 @@ def _grads(model):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_shared_prompt_gives_the_same_logprobs_and_gradients(tiny, make_group, with_questions):
+@pytest.mark.parametrize("one_task", [False, True])
+def test_shared_prompt_gives_the_same_logprobs_and_gradients(tiny, make_group, with_questions, one_task):
     """Invariant: forwarding the step's common prompt once, with its gradient collected over the
     micro-batches and sent back at the end, computes what each micro-batch forwarding it again
     computes. Were the collected gradient lost, the prompt's share of every weight's gradient
-    would be missing; were the cache reused without it, the rows would see another prompt."""
+    would be missing; were the cache reused without it, the rows would see another prompt.
+    `one_task`: every micro-batch has the same prompt (a group and a correction of its task), so
+    the shared part is the whole prompt and its last hidden state predicts the first trained token."""
     gen = torch.Generator().manual_seed(1)
     groups = with_questions([make_group(i, [1.0, 0.0, 1.0], gen) for i in range(3)])
+    if one_task:
+        groups = [groups[0], *with_questions([make_group(0, [1.0, 0.0], gen)])]
     tiny.train()
     weights = [torch.rand(len(g.trajectories), 1, generator=gen) for g in groups]  # a different loss a row
 
@@ -64,7 +70,8 @@ def test_shared_prompt_gives_the_same_logprobs_and_gradients(tiny, make_group, w
 
     lp_plain, grads_plain = run(None)
     shared = shared_prompt(tiny, [g.trajectories for g in groups])
-    assert shared is not None and shared.ids == HEAD  # the head, not the groups' own questions
+    whole = make_batch(groups[0].trajectories, pad_id=0).prefix_ids
+    assert shared is not None and shared.ids == (whole if one_task else HEAD)  # not the questions, unless one task
     lp_shared, grads_shared = run(shared)
     for a, b in zip(lp_plain, lp_shared):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
@@ -78,9 +85,9 @@ def test_shared_prompt_only_where_it_saves_a_forward(tiny, make_group, with_ques
     groups = with_questions([make_group(i, [1.0, 0.0], gen) for i in range(2)])
     assert shared_prompt(tiny, [g.trajectories for g in groups[:1]]) is None  # one micro-batch: nothing to share
     assert shared_prompt(tiny, [g.trajectories for g in groups], min_tokens=21) is None  # HEAD is 20 tokens
-    # the same task in both micro-batches: the shared part stops one token short of their whole prompt
+    # the same task in both micro-batches: their whole common prefix is shared, nothing left to forward
     same = shared_prompt(tiny, [groups[0].trajectories, groups[0].trajectories])
-    assert same is not None and len(same.ids) == len(HEAD) + 2
+    assert same is not None and same.ids == make_batch(groups[0].trajectories, pad_id=0).prefix_ids
     enable_gradient_checkpointing(tiny)
     tiny.train()
     assert shared_prompt(tiny, [g.trajectories for g in groups]) is None  # a recompute would need its graph

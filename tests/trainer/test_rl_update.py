@@ -74,11 +74,14 @@ def test_merged_micro_batches_give_the_update_of_one_group_per_forward(tokenizer
     torch.testing.assert_close(deltas[0], deltas[1], rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("rows", [3, 6])
 def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(tokenizer, make_group, with_questions,
-                                                                            monkeypatch):
+                                                                            monkeypatch, rows):
     """The system prompt forwarded once a step (`forward.SharedPrompt`) against once a micro-batch:
-    the same update, hindsight corrections included (they read the same cache). SGD at lr 1, so the
-    update is the gradient; fp32. The shared path must be taken, or the comparison proves nothing."""
+    the same update, hindsight corrections included (they read the same cache). With 6 rows two
+    groups share a micro-batch, whose common prefix is then the shared prompt itself (nothing of its
+    own to forward). SGD at lr 1, so the update is the gradient; fp32. The shared path must be
+    taken, or the comparison proves nothing."""
     from agentic_rl.models.loader import tiny_model
     from agentic_rl.trainer import forward, rl
 
@@ -94,7 +97,7 @@ def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(to
     deltas = []
     for share in (True, False):
         monkeypatch.setattr(rl, "shared_prompt", spy if share else lambda *args, **kwargs: None)
-        cfg = load_config("recipes/tiny.yaml", ["rl.micro_batch_rows=3", "rl.lr=1.0"])
+        cfg = load_config("recipes/tiny.yaml", [f"rl.micro_batch_rows={rows}", "rl.lr=1.0"])
         model = tiny_model(tokenizer, seed=0).eval()
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, compute_advantages(groups, cfg.rl), cfg,
