@@ -151,11 +151,10 @@ def _minibatch_step(model, optimizer, work, cfg: Config, pad_id: int, ref_model,
     norm = aggregate.normalizer([sum(t.loss_mask()) for t in trajs], cfg.rollout.max_episode_tokens)
     optimizer.zero_grad(set_to_none=True)
     micros = micro_batches(work, rl.micro_batch_rows, teachers)
+    micro_rows = [[t for group, _, _ in micro for t in group.trajectories] for micro in micros]
     with autocast(cfg.model.precision):  # the system prompt, forwarded once for every micro-batch
-        shared = shared_prompt(model, [*([t for group, _, _ in micro for t in group.trajectories] for micro in micros),
-                                       *([list(corrections)] if corrections else [])])
-    for micro in micros:
-        rows = [t for group, _, _ in micro for t in group.trajectories]
+        shared = shared_prompt(model, micro_rows + ([list(corrections)] if corrections else []))
+    for micro, rows in zip(micros, micro_rows):
         batch = make_batch(rows, pad_id, [a for _, adv, _ in micro for a in adv])
         mask = batch.loss_mask
         if rl.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
