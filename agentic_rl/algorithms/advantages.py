@@ -17,6 +17,7 @@ estimators first centre per-turn rewards by the mean turn reward of the task's g
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -137,11 +138,16 @@ def per_row(values_PG: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
 
 
 def _center_turns(r_BK: torch.Tensor, exists_BK: torch.Tensor, G: int) -> torch.Tensor:
-    """Subtract the mean reward of the existing turns of each task's group."""
+    """Subtract the mean reward of the existing turns of each task's group; exactly 0 when those
+    rewards are all equal (as `group_centered`: a float mean of equal penalties is not always the
+    penalty, and the residue would make a flat group look as if it had signal)."""
     B, K = r_BK.shape
-    r, e = r_BK.reshape(-1, G * K), exists_BK.reshape(-1, G * K).float()
+    r, exists = r_BK.reshape(-1, G * K), exists_BK.reshape(-1, G * K)
+    e = exists.float()
     mean = (r * e).sum(1, keepdim=True) / e.sum(1, keepdim=True).clamp(min=1)
-    return ((r - mean) * e).reshape(B, K)
+    top = r.masked_fill(~exists, -math.inf).amax(1, keepdim=True)
+    bottom = r.masked_fill(~exists, math.inf).amin(1, keepdim=True)
+    return ((r - mean) * e).masked_fill(top == bottom, 0.0).reshape(B, K)
 
 
 def dense_rewards(x: AdvantageInputs, center_turns: bool) -> torch.Tensor | None:

@@ -105,6 +105,20 @@ def test_per_turn_rewards_credit_their_turn_and_earlier_ones():
     torch.testing.assert_close(out.advantages_BT, expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo"])
+@given(value=st.floats(-1, 1, width=32), size=st.integers(2, 16))
+def test_equal_turn_rewards_give_exactly_zero(name, value, size):
+    """A group whose outcomes are equal and whose existing turns all got the same process reward
+    has no signal: its advantages are exactly 0 (the trainer drops it by that test), not the
+    residue of a float mean (0.1 over eight turns averages to 0.1 + 7e-9). Row 0 has two turns,
+    the others one; the missing turn's reward (9.0) must not count."""
+    mask = torch.tensor([[0, 1, 0, 1]] + [[0, 1, 0, 0]] * (size - 1), dtype=torch.float32)
+    turn = torch.tensor([[0, 0, 1, 1]] * size)
+    turn_rewards = torch.tensor([[value, value]] + [[value, 9.0]] * (size - 1))
+    x = AdvantageInputs(torch.full((1, size), 0.1), mask, turn, turn_rewards_BK=turn_rewards)
+    assert torch.equal(ADVANTAGE_ESTIMATORS.get(name)(x).advantages_BT, torch.zeros(size, 4))
+
+
 def test_reinforce_pp_global_normalization():
     # gamma 1, no dense rewards: token returns = outcome: row 0 tokens [1, 1, 1], row 1 [0].
     # Over the 4 sampled tokens: mean 0.75, population std sqrt(3 * 0.0625 + 0.5625) / 2 = 0.433013
