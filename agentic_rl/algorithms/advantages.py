@@ -37,16 +37,21 @@ ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")
 SCALES: Registry = Registry("advantage scale")
 
 
-def group_centered(rewards_PG: torch.Tensor) -> torch.Tensor:
-    """r_i - mean_G r, exactly 0 in a group whose rewards are all equal.
+def group_centered(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
+    """r_i - mean_G r over the entries that exist (all by default; 0 elsewhere), exactly 0 in a
+    group whose existing rewards are all equal.
 
     In floating point the mean of equal rewards is not always that reward: eight rewards of 0.1 in
     float32 average to 0.1 + 7e-9, and GRPO's division by a std of the same size turned that into
     advantages of 0.0074. Such a group then looked as if it had signal, so it was trained (its
     compute wasted) and counted in the token-mean normalizer (diluting the groups with signal).
     """
-    centered = rewards_PG - rewards_PG.mean(dim=1, keepdim=True)
-    return centered.masked_fill((rewards_PG == rewards_PG[:, :1]).all(dim=1, keepdim=True), 0.0)
+    exists = torch.ones_like(rewards_PG, dtype=torch.bool) if exists_PG is None else exists_PG.bool()
+    e = exists.float()
+    mean = (rewards_PG * e).sum(1, keepdim=True) / e.sum(1, keepdim=True).clamp(min=1)
+    top = rewards_PG.masked_fill(~exists, -math.inf).amax(1, keepdim=True)
+    bottom = rewards_PG.masked_fill(~exists, math.inf).amin(1, keepdim=True)
+    return ((rewards_PG - mean) * e).masked_fill(top == bottom, 0.0)
 
 
 @ADVANTAGES.register("grpo")
@@ -138,16 +143,10 @@ def per_row(values_PG: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
 
 
 def _center_turns(r_BK: torch.Tensor, exists_BK: torch.Tensor, G: int) -> torch.Tensor:
-    """Subtract the mean reward of the existing turns of each task's group; exactly 0 when those
-    rewards are all equal (as `group_centered`: a float mean of equal penalties is not always the
-    penalty, and the residue would make a flat group look as if it had signal)."""
+    """Subtract the mean reward of the existing turns of each task's group (exactly 0 when they are
+    all equal, as for outcome rewards)."""
     B, K = r_BK.shape
-    r, exists = r_BK.reshape(-1, G * K), exists_BK.reshape(-1, G * K)
-    e = exists.float()
-    mean = (r * e).sum(1, keepdim=True) / e.sum(1, keepdim=True).clamp(min=1)
-    top = r.masked_fill(~exists, -math.inf).amax(1, keepdim=True)
-    bottom = r.masked_fill(~exists, math.inf).amin(1, keepdim=True)
-    return ((r - mean) * e).masked_fill(top == bottom, 0.0).reshape(B, K)
+    return group_centered(r_BK.reshape(-1, G * K), exists_BK.reshape(-1, G * K)).reshape(B, K)
 
 
 def dense_rewards(x: AdvantageInputs, center_turns: bool) -> torch.Tensor | None:
