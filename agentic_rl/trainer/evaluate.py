@@ -36,7 +36,8 @@ def load_task_file(path: str | Path) -> list[Task]:
 
 
 def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[Task], fewshot: bool,
-                   label: str) -> dict:
+                   label: str, episodes: list | None = None) -> dict:
+    """The split's metrics; `episodes`, when given, receives the scored groups (one greedy episode each)."""
     options = {**cfg.env.options, "fewshot": fewshot}
     reward_fn = spec.make_reward(options)
     params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
@@ -47,6 +48,8 @@ def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequenc
     for k in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
         out, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks[k : k + size], 1, params, budget)
         groups += score_groups(reward_fn, out)
+    if episodes is not None:
+        episodes += groups
     m = rollout_metrics(groups)
     return {
         "n": len(groups),
@@ -98,13 +101,16 @@ def _by_kind(groups, key: str = "template") -> dict:
 
 
 def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = False, label: str = "",
-             tasks: Sequence[Task] | None = None) -> dict:
-    """{split: metrics, ..., "overall": accuracy over all evaluated tasks}."""
+             tasks: Sequence[Task] | None = None, episodes: dict | None = None) -> dict:
+    """{split: metrics, ..., "overall": accuracy over all evaluated tasks}; `episodes`, when given,
+    receives {split: scored groups}."""
     if tasks is not None:
         splits = {"custom": list(tasks)}
     else:
         splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
-    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}") for s, ts in splits.items()}
+    kept = episodes if episodes is not None else {}
+    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}", kept.setdefault(s, []))
+              for s, ts in splits.items()}
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     return result
 

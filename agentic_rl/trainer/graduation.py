@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.types import TrajectoryGroup
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,22 @@ def pairwise_similarity(texts: Sequence[str]) -> float:
     return statistics.fmean(difflib.SequenceMatcher(None, a, b).ratio() for a, b in pairs) if pairs else 1.0
 
 
-def graduation_report(engine, tokenizer, spec, cfg, losses: Sequence[float]) -> Graduation:
+def graduation_report(engine, tokenizer, spec, cfg, losses: Sequence[float],
+                       evaluated: Sequence[TrajectoryGroup] = ()) -> Graduation:
+    """`evaluated`: the same model's scored greedy episodes on the first eval split (the held-out
+    evaluation after SFT). When they open with the report's prompts, the format check reads them
+    instead of decoding those prompts a second time."""
     s = cfg.sft
     make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
     stops = make_env().format.stop_strings
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
     tasks = spec.tasks(cfg.eval.splits[0], s.graduation_prompts, cfg.eval.seed)
-    greedy, _ = rollout(engine, tokenizer, make_env, tasks, 1, SamplingParams(0.0, 1.0, budget.max_new_tokens, stops),
-                        budget)
-    trajs = [t for g in score_groups(spec.make_reward(cfg.env.options), greedy) for t in g.trajectories]
+    scored = list(evaluated[: len(tasks)])
+    if [g.task.id for g in scored] != [t.id for t in tasks]:
+        greedy, _ = rollout(engine, tokenizer, make_env, tasks, 1,
+                            SamplingParams(0.0, 1.0, budget.max_new_tokens, stops), budget)
+        scored = score_groups(spec.make_reward(cfg.env.options), greedy)
+    trajs = [t for g in scored for t in g.trajectories]
     sampled, _ = rollout(engine, tokenizer, make_env, tasks[: s.diversity_prompts], s.diversity_samples,
                          SamplingParams(1.0, 1.0, budget.max_new_tokens, stops), budget, seed=cfg.seed)
     texts = [[" | ".join(turn.action_text for turn in t.turns) for t in g.trajectories] for g in sampled]

@@ -75,10 +75,11 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         results["timing_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    def held_out(name: str, fewshot: bool = False, step: int = 0) -> None:
+    def held_out(name: str, fewshot: bool = False, step: int = 0, episodes: dict | None = None) -> None:
         # `step` is the RL step the weights have seen, so the final point sits at the end of the
         # `eval.every` curve (the baselines and the SFT model are step 0)
-        results[name] = timed(f"eval_{name}", lambda: evaluate(engine, tokenizer, spec, cfg, fewshot, name))
+        results[name] = timed(f"eval_{name}", lambda: evaluate(engine, tokenizer, spec, cfg, fewshot, name,
+                                                              episodes=episodes))
         logger.log({"step": step, "stage": "eval", "model": name, **accuracies(results[name])})
 
     def stage_done(stage: str, weights: bool) -> None:
@@ -94,9 +95,11 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         losses = timed("sft", lambda: run_sft(model, tokenizer, spec, cfg, logger, store, progress, saved))
         engine.sync_weights()
         save_checkpoint(model, tokenizer, run_dir / "checkpoints" / "sft")
-        if cfg.sft.graduation or cfg.sft.require_graduation:
-            _graduate(engine, tokenizer, spec, cfg, losses, results, logger, timed)
-        held_out("sft")
+        episodes: dict = {}
+        held_out("sft", episodes=episodes)
+        if cfg.sft.graduation or cfg.sft.require_graduation:  # its format check reads the eval's episodes
+            _graduate(engine, tokenizer, spec, cfg, losses, results, logger, timed,
+                      episodes.get(cfg.eval.splits[0], ()) if cfg.eval.splits else ())
         stage_done("sft", weights=True)
     if cfg.rl.steps and "rl" not in progress.stages:
         if not progress.rl_adapter and is_lora(model):  # the KL reference (adapters off) becomes the SFT model
@@ -125,8 +128,8 @@ def _restore(model, saved) -> None:
     restore_rng(saved.load("extras")["rng"])
 
 
-def _graduate(engine, tokenizer, spec, cfg: Config, losses, results: dict, logger, timed) -> None:
-    report = timed("graduation", lambda: graduation_report(engine, tokenizer, spec, cfg, losses))
+def _graduate(engine, tokenizer, spec, cfg: Config, losses, results: dict, logger, timed, evaluated=()) -> None:
+    report = timed("graduation", lambda: graduation_report(engine, tokenizer, spec, cfg, losses, evaluated))
     results["graduation"] = report.to_dict()
     (cfg.run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
     print(report.summary())

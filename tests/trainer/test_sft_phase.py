@@ -85,3 +85,30 @@ def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
     assert {t.task.meta["template"] for t in recipe} == {t.id for t in TRAIN_TEMPLATES}
     plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={}"]), tokenizer)
     assert [t.task.id for t in plain] == [t.id for t in spec.tasks("train", 10, 1)]
+
+
+def test_graduation_reads_the_sft_evaluation_episodes(tiny, tokenizer):
+    """The format check reads the held-out evaluation's greedy episodes when they open with the
+    report's prompts (the same tasks, the same model), and decodes the prompts itself otherwise.
+    A random tiny model never formats (format 0 when it decodes); the given episodes are marked
+    formatted, so the rate says which ones the report read."""
+    from dataclasses import replace
+
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.envs.registry import get_env
+    from agentic_rl.trainer.graduation import graduation_report
+    from agentic_rl.types import Trajectory, TrajectoryGroup, Turn
+
+    cfg = load_config("recipes/tiny.yaml", ["sft.graduation_prompts=3", "sft.diversity_prompts=1",
+                                            "sft.diversity_samples=2", "rollout.max_new_tokens=8"])
+    spec = get_env(cfg.env.name)
+    tasks = spec.tasks(cfg.eval.splits[0], 5, cfg.eval.seed)
+    turn = Turn((1, 2), (3,), (-0.1,), "x", "eos")
+    given = [TrajectoryGroup(t, (Trajectory(t, (turn,), reward=1.0, reward_details={"format": 1.0, "correct": 1.0}),))
+             for t in tasks]
+    engine = HFEngine(tiny, tokenizer, "fp32")
+    read = graduation_report(engine, tokenizer, spec, cfg, [1.0] * 5, given)
+    assert read.format_rate == 1.0 and read.accuracy == 1.0
+    other = [TrajectoryGroup(replace(g.task, id=g.task.id + "-other"), g.trajectories) for g in given]
+    decoded = graduation_report(engine, tokenizer, spec, cfg, [1.0] * 5, other)
+    assert decoded.format_rate == 0.0
