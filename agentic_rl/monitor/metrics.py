@@ -47,6 +47,17 @@ def tool_counts(trajs) -> dict[str, float]:
     return {f"tools/{name}": n / len(trajs) for name, n in sorted(counts.items())}
 
 
+def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dict[str, float]:
+    """`accuracy_by_<key>/<kind>`: the sampled accuracy of each task kind present in the step (tasks
+    without the meta field are left out): which templates RL is still learning, step by step, read
+    as eval.json's `accuracy_by_<key>` reads the held-out episodes."""
+    kinds: dict[str, list[float]] = {}
+    for g in groups:
+        if key in g.task.meta:
+            kinds.setdefault(str(g.task.meta[key]), []).extend(t.reward_details.get("correct", 0.0) for t in g.trajectories)
+    return {f"accuracy_by_{key}/{k}": statistics.fmean(v) for k, v in sorted(kinds.items())}
+
+
 def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0) -> dict[str, float]:
     """Step metrics of the groups; with greedy members (the first `greedy_per_group` of each group),
     also their accuracy: during training, what the greedy evaluation will see."""
@@ -57,7 +68,7 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0
     rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
-    return {**reward_components(trajs), **capabilities(groups), **tool_counts(trajs),
+    return {**reward_components(trajs), **capabilities(groups), **tool_counts(trajs), **by_template(groups),
         "reward_mean": statistics.fmean(rewards),
         "reward_std": statistics.pstdev(rewards),
         "accuracy": statistics.fmean(t.reward_details.get("correct", 0.0) for t in trajs),

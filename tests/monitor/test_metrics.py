@@ -65,3 +65,16 @@ def test_greedy_accuracy_reads_the_first_members_of_each_group():
     second_greedy_right = TrajectoryGroup(Task("u", "q"), (second.trajectories[1], *second.trajectories[::2]))
     assert rollout_metrics([first, second_greedy_right], greedy_per_group=1)["greedy_accuracy"] == 1.0
     assert "greedy_accuracy" not in rollout_metrics([first, second])
+
+
+def test_accuracy_by_template_averages_each_kind_over_its_groups():
+    """Two bake_sell groups (1 of 2 right, then 2 of 2) and one share_equal group (0 of 2): bake_sell
+    3 of 4 = 0.75, share_equal 0.0; a task with no template adds no key."""
+    def group(template, *correct):
+        task = Task(template or "x", "q", meta={"template": template} if template else {})
+        return TrajectoryGroup(task, tuple(_ep("a", 1, 0, c) for c in correct))
+
+    m = rollout_metrics([group("bake_sell", 1.0, 0.0), group("bake_sell", 1.0, 1.0), group("share_equal", 0.0, 0.0),
+                         group(None, 1.0, 1.0)])
+    assert {k: v for k, v in m.items() if k.startswith("accuracy_by_template/")} == {
+        "accuracy_by_template/bake_sell": 0.75, "accuracy_by_template/share_equal": 0.0}
