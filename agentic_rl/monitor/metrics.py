@@ -47,15 +47,21 @@ def tool_counts(trajs) -> dict[str, float]:
     return {f"tools/{name}": n / len(trajs) for name, n in sorted(counts.items())}
 
 
-def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dict[str, float]:
-    """`accuracy_by_<key>/<kind>`: the sampled accuracy of each task kind present in the step (tasks
-    without the meta field are left out): which templates RL is still learning, step by step, read
-    as eval.json's `accuracy_by_<key>` reads the held-out episodes."""
+def correct_by_kind(groups: Sequence[TrajectoryGroup], key: str = "template") -> dict[str, list[float]]:
+    """Each episode's `correct` (0 where the reward has none), by the task's meta field `key`, sorted
+    by kind; tasks without the field are left out."""
     kinds: dict[str, list[float]] = {}
     for g in groups:
         if key in g.task.meta:
             kinds.setdefault(str(g.task.meta[key]), []).extend(t.reward_details.get("correct", 0.0) for t in g.trajectories)
-    return {f"accuracy_by_{key}/{k}": statistics.fmean(v) for k, v in sorted(kinds.items())}
+    return dict(sorted(kinds.items()))
+
+
+def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dict[str, float]:
+    """`accuracy_by_<key>/<kind>`: the sampled accuracy of each task kind present in the step: which
+    templates RL is still learning, step by step, read as eval.json's `accuracy_by_<key>` reads the
+    held-out episodes."""
+    return {f"accuracy_by_{key}/{k}": statistics.fmean(v) for k, v in correct_by_kind(groups, key).items()}
 
 
 def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0) -> dict[str, float]:

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import EnvSpec
-from agentic_rl.monitor.metrics import rollout_metrics
+from agentic_rl.monitor.metrics import correct_by_kind, rollout_metrics
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import Config
@@ -91,13 +91,10 @@ def _failures(groups, key: str = "template") -> list[dict]:
 def _by_kind(groups, key: str = "template") -> dict:
     """Accuracy per task kind (the meta field the pass-rate curriculum also groups by), when the
     tasks have one: where a split's errors sit."""
-    kinds: dict[str, list[float]] = {}
-    for g in groups:
-        if key in g.task.meta:
-            kinds.setdefault(str(g.task.meta[key]), []).append(float(g.trajectories[0].reward_details.get("correct", 0.0)))
+    kinds = correct_by_kind(groups, key)  # one greedy episode a task
     if not kinds:
         return {}
-    return {f"accuracy_by_{key}": {k: {"n": len(v), "accuracy": statistics.fmean(v)} for k, v in sorted(kinds.items())}}
+    return {f"accuracy_by_{key}": {k: {"n": len(v), "accuracy": statistics.fmean(v)} for k, v in kinds.items()}}
 
 
 def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = False, label: str = "",
