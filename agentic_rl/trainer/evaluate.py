@@ -105,8 +105,8 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
         splits = {"custom": list(tasks)}
     else:
         splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
-    kept = episodes if episodes is not None else {}
-    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}", kept.setdefault(s, []))
+    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}",
+                                None if episodes is None else episodes.setdefault(s, []))
               for s, ts in splits.items()}
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     return result
