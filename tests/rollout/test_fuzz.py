@@ -37,8 +37,9 @@ ENVS = {"calculator": {}, "calculator-openai": {"format": "openai"}, "retool": {
         "search_r1": {}}
 
 
-def _play(name: str, tokenizer, actions: list[list[str]]) -> None:
-    """One episode per row of `actions` (one action per turn), through rollout and scoring."""
+def _play(name: str, tokenizer, actions: list[list[str]]) -> int:
+    """One episode per row of `actions` (one action per turn), through rollout and scoring; returns
+    how many episodes came back checked."""
     env_name = name.split("-")[0]
     spec, options = get_env(env_name), ENVS[name]
     tasks = spec.tasks("train", len(actions), 0)
@@ -53,24 +54,32 @@ def _play(name: str, tokenizer, actions: list[list[str]]) -> None:
         assert len(t.token_ids()) == len(t.loss_mask()) and t.turns
         assert isinstance(t.reward, float)
         json.dumps(trajectory_record(t, tokenizer))
+    return len(groups)
 
 
-def _fuzz(examples: int):
+def _fuzz(name: str, tokenizer, examples: int) -> int:
+    """Runs `examples` hypothesis examples of `_play`; returns how many episodes were checked, so
+    a test can tell a fuzz that ran from one that drew nothing (each example has >= 1 episode)."""
+    played = [0]
+
     @settings(max_examples=examples, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(st.lists(ACTION, min_size=1, max_size=3), min_size=1, max_size=8))
-    def check(name, tokenizer, actions):
-        _play(name, tokenizer, actions)
+    def check(actions):
+        played[0] += _play(name, tokenizer, actions)
 
-    return check
+    check()
+    return played[0]
 
 
 @pytest.mark.parametrize("name", list(ENVS))
 def test_fuzzed_actions_never_crash_the_loop(name, tokenizer):
-    _fuzz(60)(name, tokenizer)  # ~60 x 4.5 rows x 2 turns: several hundred actions per env
+    # ~60 x 4.5 rows x 2 turns: several hundred actions per env
+    assert _fuzz(name, tokenizer, 60) >= 60
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ENVS))
 def test_fuzzed_actions_never_crash_the_loop_10k(name, tokenizer):
-    _fuzz(2500)(name, tokenizer)  # 2,500 x ~4.5 rows x ~2 turns: over 10,000 actions per env
+    # 2,500 x ~4.5 rows x ~2 turns: over 10,000 actions per env
+    assert _fuzz(name, tokenizer, 2500) >= 2500
