@@ -20,9 +20,15 @@ from agentic_rl.types import Task
 
 DIFFICULTIES = (1, 2, 3)
 DIFFICULTY_WEIGHTS = (0.3, 0.4, 0.3)  # default mix when no difficulty is given
-SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra")  # rl_extra: RL prompts only
+# rl_extra: RL prompts only; train_shared: the training templates with operands that share digits
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared")
 TRAIN_SEED = 0  # the train stream heldout_in is kept disjoint from
 EXCLUDED_TRAIN_TASKS = 20_000
+# train_shared never draws one of the first EXCLUDED_HELDOUT_TASKS heldout_in problems at the eval's
+# default seed: its number pairs are few enough (222 km/h for 22 hours) that it otherwise would
+EVAL_SEED = 12345
+EXCLUDED_HELDOUT_TASKS = 2_000
+SHARED_DIGITS_RATE = 0.5  # train_shared: the chance that a number slot is drawn from shared digits
 # Families per block of ten tasks, shuffled within the block: exact proportions, yet no fixed order.
 _FAMILY_BLOCKS = {
     "train": ("bare",) * 3 + ("one_step",) * 4 + ("two_step",) * 3,
@@ -53,11 +59,15 @@ class Template:
     expression: str
     notes: tuple[str | tuple[str, ...], ...]
 
-    def draw(self, rng: random.Random, difficulty: int) -> dict[str, Any]:
+    def draw(self, rng: random.Random, difficulty: int, shared: float = 0.0) -> dict[str, Any]:
+        """The slot values; with `shared` > 0 each number slot is, with that chance, one of the numbers
+        `shared_digits` builds from the numbers drawn before it."""
         values: dict[str, Any] = {}
         for name, slot in self.slots.items():
             if isinstance(slot, str):
-                values[name] = rng.randint(*_RANGES[slot][difficulty])
+                low, high = _RANGES[slot][difficulty]
+                options = shared_digits(values.values(), low, high) if shared and rng.random() < shared else []
+                values[name] = rng.choice(options) if options else rng.randint(low, high)
             elif isinstance(slot, tuple):
                 values[name] = rng.choice(slot)
             else:
@@ -73,6 +83,19 @@ class Template:
         if not output.lstrip("-").isdigit():
             raise ValueError(f"template {self.id} produced a non-integer answer {output!r} for {values}")
         return steps, int(output)
+
+
+def shared_digits(earlier, low: int, high: int) -> list[int]:
+    """The numbers in [low, high] that repeat digits the way a copy goes wrong: each earlier integer's
+    prefixes and its extensions by its last digit (22 -> 2, 222, 2222), and repdigits (55, 999).
+    A small model copying "222 km/h for 22 hours" writes `222 * 222`; these draws put such pairs in
+    training, where an exact-answer reward tells the two apart."""
+    out = {int(d * k) for d in "123456789" for k in range(1, 7)}
+    for v in earlier:
+        if isinstance(v, int) and v > 0:
+            s = str(v)
+            out |= {int(s[:k]) for k in range(1, len(s))} | {int(s + s[-1] * k) for k in range(1, 4)}
+    return sorted(x for x in out if low <= x <= high)
 
 
 def _bare_expression(values: dict, rng: random.Random, difficulty: int) -> str:
@@ -363,7 +386,7 @@ def _draws(split: str, seed: int, difficulty: int | None) -> Iterator[tuple[Temp
             rng.shuffle(block)
         template = rng.choice(by_family[block.pop()])
         level = difficulty if difficulty is not None else rng.choices(DIFFICULTIES, DIFFICULTY_WEIGHTS)[0]
-        values = template.draw(rng, level)
+        values = template.draw(rng, level, SHARED_DIGITS_RATE if split == "train_shared" else 0.0)
         yield template, values, rng.choice(template.wordings).format(**values), level
 
 
@@ -379,19 +402,27 @@ def _train_keys() -> frozenset[tuple[str, str]]:
     return frozenset(keys)
 
 
+@functools.lru_cache(maxsize=1)
+def _heldout_keys() -> frozenset[tuple[str, str]]:
+    """(template id, expression) of the default eval's first EXCLUDED_HELDOUT_TASKS in-template tasks."""
+    return frozenset((t.meta["template"], t.meta["expression"])
+                     for t in make_tasks(EXCLUDED_HELDOUT_TASKS, EVAL_SEED, "heldout_in"))
+
+
 def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None = None) -> list[Task]:
     """`n` calculator tasks, deterministic in the arguments; the first k of n equal make_tasks(k, ...).
 
     split: "train" and "heldout_in" draw TRAIN_TEMPLATES (heldout_in never repeats one of the first
     EXCLUDED_TRAIN_TASKS train problems), "heldout_out" draws HELDOUT_TEMPLATES, "rl_extra" (prompts for RL
-    only, never demonstrated) RL_TEMPLATES. difficulty: 1..3, or
+    only, never demonstrated) RL_TEMPLATES, "train_shared" TRAIN_TEMPLATES with numbers drawn to share
+    digits (`shared_digits`; never one of the default eval's in-template problems). difficulty: 1..3, or
     None for the DIFFICULTY_WEIGHTS mix.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {DIFFICULTIES} or None, got {difficulty!r}")
-    excluded = _train_keys() if split == "heldout_in" else frozenset()
+    excluded = {"heldout_in": _train_keys, "train_shared": _heldout_keys}.get(split, frozenset)()
     stream = _draws(split, seed, difficulty)
     tasks = []
     while len(tasks) < n:

@@ -14,11 +14,12 @@ from agentic_rl.data.calculator import (
     TRAIN_SEED,
     TRAIN_TEMPLATES,
     make_tasks,
+    shared_digits,
 )
 from agentic_rl.tools import calculator, safe_eval
 from agentic_rl.types import Task
 
-SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra")
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared")
 
 
 def _words(wording: str) -> list[str]:
@@ -165,6 +166,7 @@ def test_heldout_in_is_fast_from_a_cold_cache() -> None:
         ("heldout_in", {"bare": 0.3, "one_step": 0.4, "two_step": 0.3}),
         ("heldout_out", {"one_step": 0.5, "two_step": 0.5}),
         ("rl_extra", {"one_step": 0.5, "two_step": 0.5}),
+        ("train_shared", {"bare": 0.3, "one_step": 0.4, "two_step": 0.3}),
     ],
 )
 def test_family_mix(split: str, expected: dict[str, float]) -> None:
@@ -180,6 +182,36 @@ def test_templates_are_all_used() -> None:
     assert {t.meta["template"] for t in heldout} == {t.id for t in HELDOUT_TEMPLATES}
     extra = make_tasks(1000, seed=2, split="rl_extra")
     assert {t.meta["template"] for t in extra} == {t.id for t in RL_TEMPLATES}
+    shared = make_tasks(1000, seed=2, split="train_shared")
+    assert {t.meta["template"] for t in shared} == {t.id for t in TRAIN_TEMPLATES}
+
+
+def test_shared_digits() -> None:
+    # From 22 into [6, 30]: repdigits 6, 7, 8, 9, 11, 22; 22's prefix 2 is below 6 and its extensions
+    # 222, 2222, 22222 above 30.
+    assert shared_digits([22], 6, 30) == [6, 7, 8, 9, 11, 22]
+    # From 222 into [25, 250]: repdigits 33..99 and 111, 222; prefixes 2 and 22 below 25.
+    assert shared_digits([222], 25, 250) == [33, 44, 55, 66, 77, 88, 99, 111, 222]
+    # From 57 into [3, 9]: repdigits 3..9 only; the prefix 5 is one of them, names are skipped.
+    assert shared_digits([57, "Ana"], 3, 9) == [3, 4, 5, 6, 7, 8, 9]
+    assert shared_digits([57], 500, 600) == [555, 577]  # repdigit 555, extension 577
+
+
+def test_train_shared_repeats_digits_and_never_an_eval_problem() -> None:
+    # Invariant: train_shared puts copy-prone number pairs into training, and since those pairs are
+    # few it must exclude the default eval's in-template problems outright (in any wording).
+    def repeats(task: Task) -> bool:
+        numbers = re.findall(r"\d+", task.meta["expression"])
+        return any(len(set(n)) == 1 and len(n) > 1 for n in numbers) or any(
+            a != b and (a.startswith(b) or b.startswith(a)) for a in numbers for b in numbers)
+
+    words = lambda split: [t for t in make_tasks(1000, seed=3, split=split) if t.meta["family"] != "bare"]  # noqa: E731
+    share = lambda tasks: sum(map(repeats, tasks)) / len(tasks)  # noqa: E731
+    assert share(words("train_shared")) > 0.5 > 0.15 > share(words("train"))
+    evaluated = make_tasks(calc_data.EXCLUDED_HELDOUT_TASKS, seed=calc_data.EVAL_SEED, split="heldout_in")
+    problems = {(t.meta["template"], t.meta["expression"]) for t in evaluated}
+    drawn = make_tasks(3000, seed=3, split="train_shared")
+    assert not {(t.meta["template"], t.meta["expression"]) for t in drawn} & problems
 
 
 def test_difficulty_grows_the_numbers() -> None:
