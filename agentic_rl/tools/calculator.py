@@ -39,6 +39,7 @@ _UNICODE_OPERATORS = str.maketrans({"×": "*", "÷": "/", "−": "-"})
 # A comma between digits followed by exactly three digits is a thousands separator ("1,200");
 # anything else ("1,2") is left alone so it fails loudly rather than being silently misread.
 _THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_WORD = re.compile(r"[^\W\d_]+")  # a run of letters
 
 
 def normalize(expression: str) -> str:
@@ -58,7 +59,7 @@ def safe_eval(expression: str) -> int | float:
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError):
-        raise ValueError("invalid syntax; " + _ALLOWED) from None
+        raise ValueError(_describe_syntax_error(text)) from None
     try:
         return _eval(tree.body)
     except ZeroDivisionError:
@@ -103,6 +104,15 @@ def _checked(value: object) -> int | float:
     if abs(value) > MAX_MAGNITUDE:
         raise ValueError(f"number too large (max {MAX_MAGNITUDE:,})")
     return value
+
+
+def _describe_syntax_error(text: str) -> str:
+    """A trained policy's commonest malformed call carries the unit or noun of its sentence into the
+    call ("86 * 159 km"): name the word, so the error says what to take out."""
+    word = _WORD.search(text)
+    if word:
+        return f"'{word[0]}' is a word: leave words and units out; {_ALLOWED}"
+    return "invalid syntax; " + _ALLOWED
 
 
 def _describe_unsupported(node: ast.AST) -> str:

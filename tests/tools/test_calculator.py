@@ -111,6 +111,10 @@ def test_error_reasons_are_specific() -> None:
     assert calculator("x").startswith("Error: unknown name 'x'")
     assert "too long" in calculator("1" * (MAX_LENGTH + 1))
     assert "exponent" in calculator("10 ** 100")
+    # A unit or noun carried into the call is named, first word first; other syntax errors are not.
+    assert calculator("86 * 159 km").startswith("Error: 'km' is a word: leave words and units out")
+    assert calculator("9904 + 3819 blue beads").startswith("Error: 'blue' is a word")
+    assert calculator("2 +* 3").startswith("Error: invalid syntax; only numbers")
 
 
 def test_safe_eval_reason_matches_calculator() -> None:
