@@ -48,6 +48,9 @@ class Turn:
     malformed_calls: int = 0  # call attempts that did not parse
     tool_errors: int = 0  # every failed attempt: malformed, unknown tool, bad arguments, raised, timed out
     reward: float | None = None  # per-turn (process) reward, if any
+    # False: an action shown but not learned (loss mask 0), e.g. the deliberate mistake of a recovery
+    # demonstration, or an assistant message with "weight": 0 in an OpenAI-style SFT file
+    trained: bool = True
 
     def __post_init__(self) -> None:
         if len(self.action_ids) != len(self.logprobs):
@@ -70,7 +73,7 @@ class Trajectory:
         return [t for turn in self.turns for t in (*turn.obs_ids, *turn.action_ids)]
 
     def loss_mask(self) -> list[int]:
-        return [m for turn in self.turns for m in (*[0] * len(turn.obs_ids), *[1] * len(turn.action_ids))]
+        return [m for turn in self.turns for m in (*[0] * len(turn.obs_ids), *[int(turn.trained)] * len(turn.action_ids))]
 
     def sampled_logprobs(self) -> list[float]:
         """Engine logprobs aligned with `token_ids()`; 0.0 where nothing was sampled."""

@@ -45,7 +45,8 @@ def plan_clauses(step_formats: tuple[str, ...], values: Mapping[str, Any]) -> li
 DEMO_STYLES = ("steps", "plan", "compound", "mixed", "chain")
 
 
-def demonstration(task: Task, seed: int | str | None = None, style: str = "steps") -> list[dict[str, Any]]:
+def demonstration(task: Task, seed: int | str | None = None, style: str = "steps",
+                  recover: float = 0.0) -> list[dict[str, Any]]:
     """The messages after the user turn that solve `task` with the calculator (hermes tool-call style).
 
     Phrasing is drawn from a rng seeded by the task id (or `seed`), so demos vary across tasks but a
@@ -63,6 +64,12 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
       each earlier step's expression ("The baker makes 8 * 55 cookies. After selling 171, 8 * 55 - 171
       cookies are left."): the compound is then built by copying a sub-expression the policy has just
       written, one operation at a time, instead of composed in one go.
+
+    `recover`: the share of word problems (a coin seeded by the task id) whose one-call demonstration
+    first makes the commonest mistake of a trained policy, the unit of its sentence carried into
+    the call ("86 * 159 km"), reads the calculator's error and calls again without it. The mistaken
+    action has `"weight": 0`: it stays in the sequence the policy reads but out of the loss, so
+    the demonstration teaches the recovery, not the mistake.
     """
     if style not in DEMO_STYLES:
         raise ValueError(f"unknown demonstration style {style!r}; choose from {DEMO_STYLES}")
@@ -85,14 +92,30 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
         if clauses:
             head = "Plan: " + ", then ".join(clauses) if i == 0 else "Then " + clauses[i]
             sentence = f"{head}. {sentence}"
-        call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": step}}}
-        content = f"{sentence} {rng.choice(_TOOL_PHRASES)}"
-        messages.append({"role": "assistant", "content": content, "tool_calls": [call]})
-        messages.append({"role": "tool", "name": "calculator", "content": calculator(step)})
+        unit = _unit_after(sentence, step) if word_problem and len(steps) == 1 else ""
+        if unit and random.Random(f"recover:{task.id}").random() < recover:
+            messages += _call(f"{sentence} {rng.choice(_TOOL_PHRASES)}", f"{step} {unit}", weight=0)
+            sentence = f"I must leave out the word {unit}."
+        messages += _call(f"{sentence} {rng.choice(_TOOL_PHRASES)}", step)
     messages.append(
         {"role": "assistant", "content": f"The answer is {task.answer}.\n<answer>{task.answer}</answer>"}
     )
     return messages
+
+
+def _call(content: str, expression: str, weight: int = 1) -> list[dict[str, Any]]:
+    """An assistant message calling the calculator (with `weight` 0: shown, not trained) and the
+    tool's reply."""
+    call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expression}}}
+    action = {"role": "assistant", "content": content, "tool_calls": [call], **({} if weight else {"weight": 0})}
+    return [action, {"role": "tool", "name": "calculator", "content": calculator(expression)}]
+
+
+def _unit_after(sentence: str, step: str) -> str:
+    """The word the sentence puts right after the expression ("kilometers" in "The distance is
+    86 * 159 kilometers."), or "" when none follows it."""
+    after = re.match(r" ([A-Za-z]+)", sentence.split(step, 1)[1]) if step in sentence else None
+    return after[1] if after else ""
 
 
 def _note(note: str | tuple[str, ...], rng: random.Random, values: Mapping[str, Any], step: str) -> str:

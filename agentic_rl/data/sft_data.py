@@ -68,7 +68,7 @@ def trajectory_from_record(record: Mapping) -> Trajectory:
         Turn(tuple(t["obs_ids"]), tuple(t["action_ids"]), tuple(t["logprobs"]), t["action_text"], t["stop_reason"],
              observation=t.get("observation", ""),
              tool_calls=tuple(ToolCall(c["name"], c["arguments"]) for c in t.get("tool_calls", ())),
-             tool_errors=t.get("tool_errors", 0), reward=t.get("reward"))
+             tool_errors=t.get("tool_errors", 0), reward=t.get("reward"), trained=t.get("trained", True))
         for t in record["turns"]
     )
     return Trajectory(task, turns, reward=record.get("reward", 0.0), reward_details=record.get("reward_details", {}),

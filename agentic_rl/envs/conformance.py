@@ -9,6 +9,7 @@ exceptions), and turn and token budgets end episodes as truncations.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Mapping
@@ -104,7 +105,10 @@ def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Che
             assert "".join(shown) == "".join(got), f"{task.id}: observations differ from the demonstration's"
             assert traj.terminated and traj.reward >= 1.0, f"{task.id}: reward {traj.reward}, not full"
             assert sft.token_ids() == traj.token_ids(), f"{task.id}: SFT and rollout token sequences differ"
-            assert sft.loss_mask() == traj.loss_mask(), f"{task.id}: SFT and rollout masks differ"
+            # a demonstration's untrained turns (a shown mistake) are sampled, so trained, in the replay
+            shown = dataclasses.replace(traj, turns=tuple(
+                dataclasses.replace(t, trained=s.trained) for t, s in zip(traj.turns, sft.turns, strict=True)))
+            assert sft.loss_mask() == shown.loss_mask(), f"{task.id}: SFT and rollout masks differ"
             _assert_mask(traj)
         return f"{len(tasks)} demonstrations: reward 1, SFT sequence == rollout sequence"
     return _guard("demonstrations solve their tasks", run)

@@ -38,6 +38,7 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
                 "tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in turn.tool_calls],
                 "tool_errors": turn.tool_errors,
                 "reward": turn.reward,
+                "trained": turn.trained,
             }
             for turn in t.turns
         ],

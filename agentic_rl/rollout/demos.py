@@ -35,6 +35,8 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
     the end-of-turn after it, so that token is glue (masked). A final action ends with the end-of-turn
     token, which the policy must learn to emit, so it is part of the action (trained). The glue is
     cut out of full renders of the conversation, so the format must be prefix-preserving (checked).
+    An assistant message with `"weight": 0` (OpenAI's fine-tuning convention) stays in the sequence
+    but out of the loss.
     """
     turns: list[Turn] = []
     fed = ""
@@ -53,7 +55,7 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
         turns.append(Turn(tuple(tokenizer.encode(before[len(fed):], add_special_tokens=False)), ids,
                           (0.0,) * len(ids), text, "stop" if calls else "eos",
-                          observation=_observation(messages, i)))
+                          observation=_observation(messages, i), trained=msg.get("weight", 1) != 0))
         fed = before + text
     return Trajectory(task=task, turns=tuple(turns), reward=1.0, terminated=True)
 

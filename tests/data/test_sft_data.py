@@ -41,6 +41,20 @@ def test_multi_turn_conversation_masks_exactly_the_assistant_text(tmp_path, toke
     assert [t.observation for t in traj.turns] == ["42", "", ""]
 
 
+def test_weight_zero_keeps_a_message_in_the_sequence_but_out_of_the_loss(tmp_path, tokenizer):
+    # OpenAI's fine-tuning convention: an assistant message with "weight": 0 is context, not a target.
+    conversation = [{**m, "weight": 0} if m["content"] == "<answer>42</answer>" else m for m in CONVERSATION]
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"messages": conversation, "tools": TOOLS}) + "\n")
+    [traj] = load_sft_file(path, HERMES, tokenizer)
+    ids, mask = traj.token_ids(), traj.loss_mask()
+    assert tokenizer.decode(ids) + "\n" == tokenizer.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False)
+    trained = tokenizer.decode([t for t, m in zip(ids, mask) if m])
+    call = '\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n</tool_call>'
+    assert trained == "Let me compute." + call + "<answer>84</answer><|im_end|>"
+    assert [t.trained for t in traj.turns] == [True, False, True]
+
+
 def test_trajectory_records_round_trip_and_rejection_sampling(tmp_path, tokenizer):
     chat = tmp_path / "chat.jsonl"
     chat.write_text(json.dumps({"messages": CONVERSATION[:5], "tools": TOOLS}) + "\n")

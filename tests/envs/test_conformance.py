@@ -16,7 +16,8 @@ from agentic_rl.envs.registry import ENVS, get_env, register_env
 _counter = itertools.count()
 
 
-@pytest.mark.parametrize("name", ["calculator", "calculator_plan", "calculator_compound", "calculator_mixed", "calculator_chain"])
+@pytest.mark.parametrize("name", ["calculator", "calculator_plan", "calculator_compound", "calculator_mixed", "calculator_chain",
+                                  "calculator_recover"])
 @pytest.mark.parametrize("fmt", ["hermes", "openai"])
 def test_calculator_passes_every_check(tokenizer, fmt, name):
     checks = check_env(name, tokenizer, {"format": fmt})

@@ -54,10 +54,10 @@ def make_reward(options: Mapping[str, Any]) -> NumericAnswerReward:
 OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
 
 
-def _spec(name: str, style: str) -> EnvSpec:
+def _spec(name: str, style: str, recover: float = 0.0) -> EnvSpec:
     return register_env(EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks,
                                 splits=data.SPLITS, options=OPTIONS,
-                                demonstration=lambda task, env: demonstration(task, style=style)))
+                                demonstration=lambda task, env: demonstration(task, style=style, recover=recover)))
 
 
 SPEC = _spec("calculator", "steps")
@@ -70,3 +70,6 @@ PLAN_SPEC = _spec("calculator_plan", "plan")
 COMPOUND_SPEC = _spec("calculator_compound", "compound")
 MIXED_SPEC = _spec("calculator_mixed", "mixed")
 CHAIN_SPEC = _spec("calculator_chain", "chain")
+# Compound demonstrations of which a quarter of the word problems first carry the unit into the call,
+# read the error and call again (the mistake out of the loss; docs/envs/calculator.md#recovery-demonstrations).
+RECOVER_SPEC = _spec("calculator_recover", "compound", recover=0.25)
