@@ -92,8 +92,9 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
         if clauses:
             head = "Plan: " + ", then ".join(clauses) if i == 0 else "Then " + clauses[i]
             sentence = f"{head}. {sentence}"
-        unit = _unit_after(sentence, step) if word_problem and len(steps) == 1 else ""
-        if unit and random.Random(f"recover:{task.id}").random() < recover:
+        recovering = recover and word_problem and len(steps) == 1 and random.Random(f"recover:{task.id}").random() < recover
+        unit = _unit_after(sentence, step) if recovering else ""
+        if unit:
             messages += _call(f"{sentence} {rng.choice(_TOOL_PHRASES)}", f"{step} {unit}", weight=0)
             sentence = f"I must leave out the word {unit}."
         messages += _call(f"{sentence} {rng.choice(_TOOL_PHRASES)}", step)
