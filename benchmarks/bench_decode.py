@@ -1,15 +1,23 @@
-"""The engine's decoding, with and without its two CPU decode paths, side by side in one process.
+"""The engine's decoding, with and without its CPU decode paths, side by side in one process.
 
-    python benchmarks/bench_decode.py [--model smollm2] [--threads 2] [--repeats 2]
+    python benchmarks/bench_decode.py [--model smollm2] [--threads 2] [--repeats 2] [--zero-shot]
 
-Two workloads of the main job: a held-out evaluation batch (64 calculator tasks, greedy, the
-two-example prompt of the base-model baseline or zero-shot with `--zero-shot`) and a GRPO rollout
-batch (4 tasks x 8 samples at temperature 1). Each runs under three engine settings, alternately,
-`--repeats` times: `stock` (the shared prompt prefix copied into every row's cache, the logits by
-the model's own head), `prefix` (the prefix kept once and read by cascade attention,
-engines/prefix_attention.py) and `prefix+head` (also the logits by vocabulary slices,
-engines/head.py). Reports the best seconds per batch, tokens/s, the speed-up over stock, and
-whether the generated tokens are identical; written to benchmarks/results/decode.json.
+Two workloads of the main job, at `recipes/calculator.yaml`'s sizes: a held-out evaluation batch
+(`eval.batch_size` calculator tasks, greedy, the two-example prompt of the base-model baseline or
+zero-shot with `--zero-shot`) and a GRPO rollout batch (`rl.tasks_per_step` x `rl.group_size` at
+`rollout.temperature`). Each runs under four engine settings, alternately, `--repeats` times:
+
+  stock               the shared prompt prefix copied into every row's cache, the logits by the
+                      model's own head, every forward as wide as its widest chunk
+  head                the logits by vocabulary slices (engines/head.py): what bf16 machines ran
+                      before session 38, whose start-up check turned the prefix down
+  prefix+head         also the prefix kept once and read by cascade attention
+                      (engines/prefix_attention.py): fp32 machines before session 38
+  prefix+head+narrow  also observations fed in forwards of their own rows and the cache's padding
+                      columns dropped (engines/kv_cache.py)
+
+Reports the best seconds per batch, tokens/s, the speed-up over stock, and whether the generated
+tokens are identical; written to benchmarks/results/decode.json.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.trainer.config import load_config
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "decode.json"
-SETTINGS = {"stock": (False, False), "prefix": (True, False), "prefix+head": (True, True)}
+SETTINGS = {"stock": (False, False, False), "head": (False, True, False), "prefix+head": (True, True, False),
+            "prefix+head+narrow": (True, True, True)}
 
 
 def workloads(spec, cfg, fewshot: bool) -> dict:
@@ -37,10 +46,12 @@ def workloads(spec, cfg, fewshot: bool) -> dict:
     stop = spec.make_env(options).format.stop_strings
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=stop)
-    sampled = SamplingParams(temperature=1.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=stop)
+    sampled = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                             stop_strings=stop)
+    n, tasks, group = cfg.eval.batch_size, cfg.rl.tasks_per_step, cfg.rl.group_size
     return {
-        "eval, 64 tasks greedy": (spec.tasks("heldout_in", 64, cfg.eval.seed), 1, greedy, options, budget),
-        "rollout, 4 tasks x 8": (spec.tasks("train", 4, 0), 8, sampled, {**cfg.env.options}, budget),
+        f"eval, {n} tasks greedy": (spec.tasks("heldout_in", n, cfg.eval.seed), 1, greedy, options, budget),
+        f"rollout, {tasks} tasks x {group}": (spec.tasks("train", tasks, 0), group, sampled, {**cfg.env.options}, budget),
     }
 
 
@@ -69,8 +80,8 @@ def main() -> None:
         seconds = {s: [] for s in SETTINGS}
         tokens, outputs = {}, {}
         for _ in range(args.repeats):
-            for setting, (shared, split) in SETTINGS.items():
-                engine.shares_prefix, engine.last_logits.split = shared, split
+            for setting, (shared, split, narrow) in SETTINGS.items():
+                engine.shares_prefix, engine.last_logits.split, engine.narrow_feeds = shared, split, narrow
                 dt, tokens[setting], outputs[setting] = run(engine, tokenizer, spec, work)
                 seconds[setting].append(dt)
                 print(f"{name:24s} {setting:12s} {dt:6.1f} s  {tokens[setting]} tokens", flush=True)

@@ -46,11 +46,15 @@ class HFEngine:
             self._infer = copy.deepcopy(model).to(self.dtype)
         self._infer.eval()
         self.cache_kw = cache_kwarg(self._infer)  # once: the forward's signature never changes
-        self.shares_prefix = reproduces_attention(self._infer, self.cache_kw)
+        # Asked of the policy's own weights (fp32 as a rule): whether attention is plain softmax is
+        # the architecture's property, and a bf16 copy's rounding, amplified through SmolLM2's
+        # massive activations on the check's made-up tokens, turned it down on bf16 machines.
+        self.shares_prefix = reproduces_attention(model, cache_kwarg(model))
         self.last_logits = LastLogits(self._infer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _eos_ids(tokenizer, model)
         self.version = 0
+        self.narrow_feeds = True  # observations fed in forwards of their own rows (off: benchmarks' baseline)
 
     def sync_weights(self) -> int:
         """Copy the policy's weights into the sampling copy; returns the new weight version."""
@@ -133,16 +137,24 @@ class HFSession:
             if not state:
                 break
             self._compact(state)
-            # A forward's width is its longest chunk, paid by every row: observations are fed in
-            # one wide forward once a quarter of the live rows wait (or all do), not one by one.
-            flush = len(parked) * 4 >= len(state) or len(parked) == len(state)
-            feeds = []
-            for row in self.rows:
-                if row in parked:
-                    feeds.append(parked.pop(row) if flush else [])
-                else:
-                    feeds.append([state[row].ids[-1]] if row in state else [])
-            logits = self._append(feeds)
+            logits = self._step(state, parked)
+
+    def _step(self, state: Mapping[int, _Action], parked: dict[int, list[int]]) -> torch.Tensor:
+        """One decode step: every live row feeds its last token; waiting rows get their observations
+        once a quarter of the live rows wait (or all do). The observations go in a forward of their
+        own rows, so the decoding rows are not padded to an observation's width."""
+        flush = bool(parked) and (len(parked) * 4 >= len(state) or len(parked) == len(state))
+        if not self.engine.narrow_feeds:  # one forward, every row padded to the widest chunk
+            return self._append([(parked.pop(row) if flush else []) if row in parked else
+                                 [state[row].ids[-1]] if row in state else [] for row in self.rows])
+        fed = [i for i, row in enumerate(self.rows) if row in parked] if flush else []
+        wide = self._append([parked.pop(self.rows[i]) for i in fed], torch.tensor(fed)) if fed else None
+        waiting = set(parked) | {self.rows[i] for i in fed}
+        decoding = [[state[row].ids[-1]] if row in state and row not in waiting else [] for row in self.rows]
+        if not any(decoding):
+            return wide.new_zeros(len(self.rows), wide.shape[-1]).index_copy_(0, torch.tensor(fed), wide)
+        logits = self._append(decoding)
+        return logits.index_copy_(0, torch.tensor(fed), wide) if fed else logits
 
     def _compact(self, state: Mapping[int, _Action]) -> None:
         """Drop the rows whose episode is over once they are a quarter of the batch."""
@@ -162,19 +174,40 @@ class HFSession:
         return out
 
     # ------------------------------------------------------------------ cache bookkeeping
-    def _forward(self, ids, mask_new, positions):
+    def _forward(self, ids, mask_new, positions, rows: torch.Tensor | None = None):
+        """Forward `ids` for every row, or for `rows` only (mask_new and positions are theirs); the
+        other rows get masked slots."""
+        if rows is not None:
+            full = torch.zeros(self.mask.shape[0], mask_new.shape[1], dtype=mask_new.dtype)
+            full[rows] = mask_new
+            mask_new = full
         self.mask = torch.cat([self.mask, mask_new], dim=1)
         shared = prefix_attention(self.engine._infer, self.cache) if self.cache.has_prefix else nullcontext()
-        with shared:
+        subset = self.cache.subset(rows) if rows is not None else nullcontext()
+        with shared, subset:
             logits, out = self.engine.last_logits(
                 input_ids=ids,
-                attention_mask=self.mask,
+                attention_mask=self.mask if rows is None else self.mask[rows],
                 position_ids=positions,
                 use_cache=True,
                 **{self.engine.cache_kw: self.cache},
             )
         self.cache = output_cache(out)
+        self._repack()
         return logits
+
+    def _repack(self) -> None:
+        """Drop the cache's padding columns once they are a quarter of its width: each row's real
+        slots move left (keys carry their positions, so attention over them is unchanged)."""
+        width = self.mask.shape[1]
+        if not self.engine.narrow_feeds:
+            return
+        real = int(self.mask.sum(1).max()) if width else 0
+        if width - real < max(16, width // 4):
+            return
+        index = torch.sort((self.mask == 0).to(torch.int8), dim=1, stable=True).indices[:, :real]
+        self.cache.repack(index)
+        self.mask = self.mask.gather(1, index)
 
     def _prefill_first(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
         # Prefill each distinct prompt once and copy cache rows (the G samples of a group), and the
@@ -209,8 +242,9 @@ class HFSession:
         self.mask = self.mask[index]
         self.next_pos = self.next_pos[index]
 
-    def _append(self, chunks: list[list[int]]) -> torch.Tensor:
-        """Feed each row its chunk, left-padded within the chunk so every row's last slot is real."""
+    def _append(self, chunks: list[list[int]], rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Feed each row its chunk (or, with `rows`, each of those rows), left-padded within the
+        chunk so every row's last slot is real."""
         width = max(len(c) for c in chunks)
         ids = torch.full((len(chunks), width), self.engine.pad_id, dtype=torch.long)
         mask_new = torch.zeros(len(chunks), width, dtype=torch.long)
@@ -218,9 +252,13 @@ class HFSession:
             if c:
                 ids[i, width - len(c) :] = torch.tensor(c)
                 mask_new[i, width - len(c) :] = 1
-        positions = self.next_pos[:, None] + (mask_new.cumsum(1) - 1).clamp(min=0)
-        self.next_pos = self.next_pos + mask_new.sum(1)
-        return self._forward(ids, mask_new, positions)
+        start = self.next_pos if rows is None else self.next_pos[rows]
+        positions = start[:, None] + (mask_new.cumsum(1) - 1).clamp(min=0)
+        if rows is None:
+            self.next_pos = self.next_pos + mask_new.sum(1)
+        else:
+            self.next_pos = self.next_pos.index_add(0, rows, mask_new.sum(1))
+        return self._forward(ids, mask_new, positions, rows)
 
     # ------------------------------------------------------------------ decoding
     def _stop_reason(self, ids: list[int], params: SamplingParams, limit: int) -> str | None:

@@ -160,3 +160,58 @@ def test_greedy_rows_take_the_argmax_scored_under_the_tempered_distribution(tiny
     tempered = torch.log_softmax(logits / 0.7, -1)
     for k, (tok, lp) in enumerate(zip(mixed[0].ids, mixed[0].logprobs)):
         assert abs(tempered[len(prompt) + k - 1, tok].item() - lp) < 1e-4
+
+
+def test_observations_fed_to_some_rows_leave_the_others_exact(tiny, tokenizer, monkeypatch):
+    """Row 0 gets a 40-token observation while rows 1 and 2 are mid-action: it is fed in a forward of
+    row 0 alone, the others' caches get masked columns, and the padding columns are later dropped
+    (`repack`). Every sampled logprob still equals a plain forward over the row's own sequence."""
+    from agentic_rl.engines import kv_cache
+
+    calls = {"subset": 0, "repack": 0}
+    real_subset, real_repack = kv_cache.GrowableCache.subset, kv_cache.GrowableCache.repack
+
+    def subset(self, rows):
+        calls["subset"] += 1
+        return real_subset(self, rows)
+
+    def repack(self, index):
+        calls["repack"] += 1
+        return real_repack(self, index)
+
+    monkeypatch.setattr(kv_cache.GrowableCache, "subset", subset)
+    monkeypatch.setattr(kv_cache.GrowableCache, "repack", repack)
+    engine = HFEngine(tiny, tokenizer, precision="fp32")
+    system = tokenizer.encode("<|im_start|>system\nYou are a careful assistant with tools.<|im_end|>\n")
+    prompts = {i: system + tokenizer.encode(q) for i, q in enumerate(["Add 2 and 2.", "What is 7 * 8 - 1?", "Hi"])}
+    long_obs = tokenizer.encode(" the tool says" * 10)
+    assert len(long_obs) >= 30
+    turns: dict[int, list] = {r: [] for r in prompts}
+    limits = {0: 2, 1: 24, 2: 30}
+
+    def on_stop(row, sample):
+        turns[row].append(sample)
+        return long_obs if row == 0 and len(turns[row]) < 3 else None
+
+    engine.session(seed=5).run(prompts, SamplingParams(temperature=1.0, max_new_tokens=30), on_stop,
+                               max_new=lambda r: limits[r])
+    assert calls["subset"] >= 2 and calls["repack"] >= 1
+    for row in prompts:
+        seq, starts = list(prompts[row]), []
+        for k, sample in enumerate(turns[row]):
+            starts.append(len(seq))
+            seq += [*sample.ids, *(long_obs if row == 0 and k < 2 else [])]
+        logp = _full_logprobs(tiny, seq)
+        for start, sample in zip(starts, turns[row]):
+            for k, (tok, lp) in enumerate(zip(sample.ids, sample.logprobs)):
+                assert abs(logp[start + k - 1, tok].item() - lp) < 1e-4
+
+
+def test_a_bf16_engine_over_smollm2_shares_the_prompt_prefix():
+    """Whether cascade attention reproduces the model is asked of the policy's own weights. Asked of
+    the bf16 copy, SmolLM2's massive activations on the check's made-up tokens turned bf16 rounding
+    into logits 45 apart, and every bf16 machine decoded with the prefix copied into each row."""
+    from agentic_rl.models.loader import load_model
+
+    model, tokenizer = load_model("smollm2")
+    assert HFEngine(model, tokenizer, precision="bf16").shares_prefix

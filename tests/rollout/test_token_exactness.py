@@ -41,10 +41,11 @@ def _scripted_sampler(tokenizer, monkeypatch, fed: dict):
     monkeypatch.setattr(hf, "_sample", sample)
     real_forward = hf.HFSession._forward
 
-    def forward(self, ids, mask_new, positions):
-        for i, row in enumerate(self.rows or range(ids.shape[0])):
+    def forward(self, ids, mask_new, positions, rows=None):
+        names = self.rows or range(ids.shape[0])
+        for i, row in enumerate(names if rows is None else [names[int(r)] for r in rows]):
             fed.setdefault(row, []).extend(int(t) for t, m in zip(ids[i], mask_new[i]) if m)
-        return real_forward(self, ids, mask_new, positions)
+        return real_forward(self, ids, mask_new, positions, rows)
 
     monkeypatch.setattr(hf.HFSession, "_forward", forward)
 
