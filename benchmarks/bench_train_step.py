@@ -6,6 +6,8 @@
   per-group     the fix: only groups with reward spread trained; each micro-batch forwards its
                 whole prompt (system prompt, tools, task)
   shared        the fix, and the system prompt forwarded once for all micro-batches (SharedPrompt)
+  shared+split  also each group whose rows differ much in length forwarded as two micro-batches,
+                short rows and long (rl.split_ragged, session 38)
 
     python benchmarks/bench_train_step.py --checkpoint runs/calculator/checkpoints/sft [--threads 2 --reps 2]
 
@@ -69,17 +71,18 @@ def arm_advantages(groups, cfg, arm: str):
         adv_module.group_centered = fixed
 
 
-def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool) -> dict:
+def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool) -> dict:
     model.load_state_dict(weights)
     optimizer = _optimizer(model, None, cfg.rl)
-    real = rl_module.shared_prompt
+    real, real_split = rl_module.shared_prompt, rl_module.split_ragged
     rl_module.shared_prompt = real if share else (lambda *args, **kwargs: None)
+    rl_module.split_ragged = real_split if split else (lambda micros: micros)
     try:
         t0 = time.perf_counter()
         m = rl_module.rl_update(model, optimizer, groups, advantages, cfg, pad_id)
         seconds = time.perf_counter() - t0
     finally:
-        rl_module.shared_prompt = real
+        rl_module.shared_prompt, rl_module.split_ragged = real, real_split
     return {"seconds": seconds, "groups_trained": m["groups_trained"], "trained_tokens": m["trained_tokens"],
             "loss": m["loss"], "grad_norm": m["grad_norm"]}
 
@@ -99,12 +102,14 @@ def main() -> None:
     groups = rollout_step(model, tokenizer, spec, cfg, args.seed)
     rollout_s = time.perf_counter() - t0
     weights = copy.deepcopy(model.state_dict())
-    arms = {"flat-kept": False, "per-group": False, "shared": True}
+    arms = {"flat-kept": (False, False), "per-group": (False, False), "shared": (True, False),
+            "shared+split": (True, True)}
     advantages = {arm: arm_advantages(groups, cfg, arm) for arm in arms}
     runs: dict[str, list[dict]] = {arm: [] for arm in arms}
     for _ in range(args.reps):
-        for arm, share in arms.items():
-            runs[arm].append(timed_update(model, weights, groups, advantages[arm], cfg, tokenizer.pad_token_id, share))
+        for arm, (share, split) in arms.items():
+            runs[arm].append(timed_update(model, weights, groups, advantages[arm], cfg, tokenizer.pad_token_id,
+                                          share, split))
             print(arm, {k: round(v, 4) for k, v in runs[arm][-1].items()}, flush=True)
     median = {arm: statistics.median(r["seconds"] for r in rs) for arm, rs in runs.items()}
     out = {
@@ -116,9 +121,10 @@ def main() -> None:
         "runs": runs,
         "median_s": {k: round(v, 1) for k, v in median.items()},
         "speedup_vs_flat_kept": {k: round(median["flat-kept"] / v, 2) for k, v in median.items()},
+        "speedup_vs_shared": {k: round(median["shared"] / v, 2) for k, v in median.items()},
     }
     RESULTS.write_text(json.dumps(out, indent=2))
-    print(json.dumps({k: out[k] for k in ("rollout_s", "groups_with_spread", "median_s", "speedup_vs_flat_kept")}))
+    print(json.dumps({k: out[k] for k in ("rollout_s", "groups_with_spread", "median_s", "speedup_vs_flat_kept", "speedup_vs_shared")}))
 
 
 def _cpu() -> str:

@@ -11,7 +11,7 @@ import torch
 
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_advantages
-from agentic_rl.trainer.rl import micro_batches, rl_update, split_minibatches
+from agentic_rl.trainer.rl import micro_batches, rl_update, split_minibatches, split_ragged
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
 
@@ -104,6 +104,54 @@ def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(to
                   tokenizer.pad_token_id, corrections=corrections)
         deltas.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
     assert len(built) == 1 and built[0] is not None
+    assert any(d.abs().max() > 0 for d in deltas[0].values())
+    for name, d in deltas[0].items():
+        torch.testing.assert_close(d, deltas[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def _ragged(group: TrajectoryGroup, long_rows: int, extra: int) -> TrajectoryGroup:
+    """The group with the final action of its first `long_rows` rows made `extra` tokens longer."""
+    trajs = []
+    for i, t in enumerate(group.trajectories):
+        if i < long_rows:
+            last = t.turns[-1]
+            ids = last.action_ids + tuple(range(600, 600 + extra))
+            t = Trajectory(t.task, (*t.turns[:-1], replace(last, action_ids=ids, logprobs=(-1.0,) * len(ids))),
+                           reward=t.reward)
+        trajs.append(t)
+    return TrajectoryGroup(group.task, tuple(trajs))
+
+
+def test_a_ragged_group_is_split_by_length_and_gives_the_same_update(tokenizer, make_group, with_questions,
+                                                                    monkeypatch):
+    """A group of 8 with three rows 40 tokens longer than the others is forwarded as two micro-batches
+    (5 short rows, 3 long) instead of 8 rows padded to the longest; a group of equal lengths is not
+    split. The loss is a sum over rows with the minibatch's normalizer: the same update (SGD at lr
+    1, so the update is the gradient; fp32)."""
+    from agentic_rl.models.loader import tiny_model
+    from agentic_rl.trainer import rl
+
+    gen = torch.Generator().manual_seed(11)
+    rewards = [[1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]]
+    even, ragged = with_questions([make_group(0, rewards[0], gen), _ragged(make_group(1, rewards[1], gen), 3, 40)])
+    split = split_ragged([[(even, [None] * 8, None)], [(ragged, list(range(8)), None)]])
+    assert [len(m[0][0].trajectories) for m in split] == [8, 5, 3]
+    assert sorted(split[1][0][1] + split[2][0][1]) == list(range(8)) and split[2][0][1] == [0, 1, 2]
+    deltas, micros = [], []
+
+    def spy(parts):
+        micros.append(len(split_ragged(parts)))
+        return split_ragged(parts)
+
+    for splitting in (spy, lambda parts: parts):
+        monkeypatch.setattr(rl, "split_ragged", splitting)
+        cfg = load_config("recipes/tiny.yaml", ["rl.lr=1.0"])
+        model = tiny_model(tokenizer, seed=0).eval()
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [even, ragged],
+                  compute_advantages([even, ragged], cfg.rl), cfg, tokenizer.pad_token_id)
+        deltas.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
+    assert micros == [3]
     assert any(d.abs().max() > 0 for d in deltas[0].values())
     for name, d in deltas[0].items():
         torch.testing.assert_close(d, deltas[1][name], rtol=1e-4, atol=1e-6, msg=name)
