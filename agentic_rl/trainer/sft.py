@@ -53,8 +53,17 @@ def sft_loss(model, trajectories: Sequence[Trajectory], pad_id: int, precision: 
     return nll / max(tokens, 1.0)
 
 
+def adamw(params, lr: float) -> torch.optim.Optimizer:
+    """AdamW without weight decay, fused into one kernel where torch has one for the parameters'
+    device: on this CPU a step over SmolLM2's 135M parameters takes 0.07 s fused against 0.24-0.31 s
+    as a loop over tensors. `params` is a list of tensors or of parameter groups."""
+    tensors = [t for g in params for t in (g["params"] if isinstance(g, dict) else [g])]
+    fused = bool(tensors) and all(t.device.type in ("cpu", "cuda") and t.dtype.is_floating_point for t in tensors)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=fused or None)
+
+
 def sft_optimizer(model, lr: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    return adamw([p for p in model.parameters() if p.requires_grad], lr)
 
 
 def sft_train(

@@ -46,7 +46,7 @@ from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
-from agentic_rl.trainer.sft import sft_loss, sft_optimizer, sft_train
+from agentic_rl.trainer.sft import adamw, sft_loss, sft_optimizer, sft_train
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.teachers import Teachers, hindsight_teacher, load_teachers
 
@@ -348,7 +348,7 @@ def _optimizer(model, critic, rl):
     if critic is not None:
         groups.append({"params": [p for p in critic.parameters() if p.requires_grad], "lr": rl.critic_lr,
                        "base_lr": rl.critic_lr})
-    return torch.optim.AdamW(groups, weight_decay=0.0)
+    return adamw(groups, rl.lr)
 
 
 def lr_factor(schedule: str, step: int, steps: int, warmup: int) -> float:
