@@ -3,15 +3,18 @@
 One `HFSession` holds the KV cache of a batch of episodes. A turn appends only the new tokens (the
 prompt on the first turn, an observation later); the cache is kept, so a new turn never
 re-prefills the conversation so far, and rows move to their next turn without waiting for the
-others. Rows of different lengths share one
-cache: padding may sit anywhere in a row (it is masked and given no position), which lets rows
-receive observations of different lengths. Identical prompts (the G samples of a group) are
-prefilled once and the cache rows are copied; the prefix all prompts share (system prompt, tool
-schemas) is prefilled once and kept once, read by every row through `prefix_attention`.
+others. Rows of different lengths share one cache: padding may sit anywhere in a row (it is masked
+and given no position), which lets rows receive observations of different lengths. Observations
+go in a forward of the rows that receive them, so the rows still decoding are not padded to their
+width, and the padding columns they leave are dropped from the cache once they are a quarter of
+it (`kv_cache.py`). Identical prompts (the G samples of a group) are prefilled once and the cache
+rows are copied; the prefix all prompts share (system prompt, tool schemas) is prefilled once and
+kept once, read by every row through `prefix_attention`.
 
 Sampling runs on a bf16 copy of the weights where bf16 is measured to be faster than fp32
-(`engines/precision.py`), and on the policy itself otherwise; `sync_weights` copies the trained fp32 weights into it after each update. A LoRA
-policy's copy is a plain model with the adapters merged in, re-merged at each sync.
+(`engines/precision.py`), and on the policy itself otherwise; `sync_weights` copies the trained
+fp32 weights into it after each update. A LoRA policy's copy is a plain model with the adapters
+merged in, re-merged at each sync.
 """
 
 from __future__ import annotations
@@ -199,9 +202,9 @@ class HFSession:
     def _repack(self) -> None:
         """Drop the cache's padding columns once they are a quarter of its width: each row's real
         slots move left (keys carry their positions, so attention over them is unchanged)."""
-        width = self.mask.shape[1]
         if not self.engine.narrow_feeds:
             return
+        width = self.mask.shape[1]
         real = int(self.mask.sum(1).max()) if width else 0
         if width - real < max(16, width // 4):
             return
