@@ -212,9 +212,10 @@ def split_ragged(micros: list[list], min_saved: int = 64) -> list[list]:
         if len(micro) > 1 or len(rows) < 4:
             out.append(micro)
             continue
-        p = common_prefix_len([t.token_ids() for t in rows], [t.loss_mask() for t in rows])
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i].token_ids()))
-        own = [len(rows[i].token_ids()) - p for i in order]
+        ids = [t.token_ids() for t in rows]
+        p = common_prefix_len(ids, [t.loss_mask() for t in rows])
+        order = sorted(range(len(rows)), key=lambda i: len(ids[i]))
+        own = [len(ids[i]) - p for i in order]
         n = len(own)
         cost, k = min((k * own[k - 1] + (n - k) * own[-1], k) for k in range(1, n))
         if n * own[-1] - cost < max(min_saved, n * own[-1] // 5):
