@@ -8,6 +8,8 @@
   shared        the fix, and the system prompt forwarded once for all micro-batches (SharedPrompt)
   shared+split  also each group whose rows differ much in length forwarded as two micro-batches,
                 short rows and long (rl.split_ragged, session 38)
+  +products     also attention as plain products where its scores are small (trainer/attention.py,
+                session 39); the arms above run the model's stock SDPA attention
 
     python benchmarks/bench_train_step.py --checkpoint runs/calculator/checkpoints/sft [--threads 2 --reps 2]
 
@@ -23,6 +25,7 @@ import copy
 import json
 import statistics
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -33,6 +36,7 @@ from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer import forward as forward_module
 from agentic_rl.trainer import rl as rl_module
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_credit, outcome_rewards
@@ -71,18 +75,21 @@ def arm_advantages(groups, cfg, arm: str):
         adv_module.group_centered = fixed
 
 
-def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool) -> dict:
+def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool,
+                 products: bool) -> dict:
     model.load_state_dict(weights)
     optimizer = _optimizer(model, None, cfg.rl)
-    real, real_split = rl_module.shared_prompt, rl_module.split_ragged
+    real, real_split, real_attention = rl_module.shared_prompt, rl_module.split_ragged, forward_module.training_attention
     rl_module.shared_prompt = real if share else (lambda *args, **kwargs: None)
     rl_module.split_ragged = real_split if split else (lambda micros: micros)
+    forward_module.training_attention = real_attention if products else (lambda decoder: nullcontext())
     try:
         t0 = time.perf_counter()
         m = rl_module.rl_update(model, optimizer, groups, advantages, cfg, pad_id)
         seconds = time.perf_counter() - t0
     finally:
         rl_module.shared_prompt, rl_module.split_ragged = real, real_split
+        forward_module.training_attention = real_attention
     return {"seconds": seconds, "groups_trained": m["groups_trained"], "trained_tokens": m["trained_tokens"],
             "loss": m["loss"], "grad_norm": m["grad_norm"]}
 
@@ -102,14 +109,14 @@ def main() -> None:
     groups = rollout_step(model, tokenizer, spec, cfg, args.seed)
     rollout_s = time.perf_counter() - t0
     weights = copy.deepcopy(model.state_dict())
-    arms = {"flat-kept": (False, False), "per-group": (False, False), "shared": (True, False),
-            "shared+split": (True, True)}
+    arms = {"flat-kept": (False, False, False), "per-group": (False, False, False), "shared": (True, False, False),
+            "shared+split": (True, True, False), "+products": (True, True, True)}
     advantages = {arm: arm_advantages(groups, cfg, arm) for arm in arms}
     runs: dict[str, list[dict]] = {arm: [] for arm in arms}
     for _ in range(args.reps):
-        for arm, (share, split) in arms.items():
+        for arm, switches in arms.items():
             runs[arm].append(timed_update(model, weights, groups, advantages[arm], cfg, tokenizer.pad_token_id,
-                                          share, split))
+                                          *switches))
             print(arm, {k: round(v, 4) for k, v in runs[arm][-1].items()}, flush=True)
     median = {arm: statistics.median(r["seconds"] for r in rs) for arm, rs in runs.items()}
     out = {

@@ -21,6 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from agentic_rl.models.kv import cache_kwarg, output_cache
+from agentic_rl.trainer.attention import training_attention
 from agentic_rl.types import Batch, Trajectory
 
 
@@ -161,7 +162,8 @@ class SharedPrompt:
     """
 
     def __init__(self, model, ids: Sequence[int]):
-        out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
+        with training_attention(_decoder(model)):
+            out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
         self.ids = tuple(ids)
         self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
         self._graph.append(out.last_hidden_state[:, -1:])
@@ -200,8 +202,15 @@ def _decoder(model):
 
 def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> torch.Tensor:
     """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]. With `shared`, a prefix
-    that opens with its prompt continues from the prompt's cache instead of forwarding it again."""
+    that opens with its prompt continues from the prompt's cache instead of forwarding it again.
+    Attention runs as plain products where that is faster (`trainer/attention.py`), except under
+    gradient checkpointing, whose recompute in the backward pass runs outside this call."""
     decoder = _decoder(model)
+    with nullcontext() if _checkpointed(decoder) else training_attention(decoder):
+        return _hidden_states(decoder, batch, shared)
+
+
+def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None) -> torch.Tensor:
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
     if batch.prefix_ids:
