@@ -162,8 +162,7 @@ class SharedPrompt:
     """
 
     def __init__(self, model, ids: Sequence[int]):
-        with training_attention(_decoder(model)):
-            out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
+        out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
         self.ids = tuple(ids)
         self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
         self._graph.append(out.last_hidden_state[:, -1:])
