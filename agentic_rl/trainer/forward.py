@@ -205,15 +205,15 @@ def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> to
     Attention runs as plain products where that is faster (`trainer/attention.py`), except under
     gradient checkpointing, whose recompute in the backward pass runs outside this call."""
     decoder = _decoder(model)
-    with nullcontext() if _checkpointed(decoder) else training_attention(decoder):
-        return _hidden_states(decoder, batch, shared)
+    checkpointed = _checkpointed(decoder)
+    with nullcontext() if checkpointed else training_attention(decoder):
+        return _hidden_states(decoder, batch, shared, checkpointed)
 
 
-def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None) -> torch.Tensor:
+def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpointed: bool) -> torch.Tensor:
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
     if batch.prefix_ids:
-        checkpointed = _checkpointed(decoder)
         cache, last = _prefix(decoder, batch.prefix_ids, shared if not checkpointed else None, checkpointed)
         cache.batch_repeat_interleave(B)
         if checkpointed:

@@ -12,6 +12,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from agentic_rl.trainer import attention, forward
 from agentic_rl.trainer.attention import EAGER_MAX_PER_HEAD, products, train_attention_forward
 from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.types import Trajectory
 
 
 class _Module(torch.nn.Module):
@@ -84,7 +85,7 @@ def test_training_forward_takes_the_products_and_matches_sdpa(tiny, make_group, 
     model's stock SDPA forward."""
     group = make_group(0, [1.0, 0.0, 1.0], torch.Generator().manual_seed(2))
     rows = list(group.trajectories)
-    rows[1] = rows[1].__class__(rows[1].task, rows[1].turns[:1], reward=0.0)  # a shorter row: padding
+    rows[1] = Trajectory(rows[1].task, rows[1].turns[:1], reward=0.0)  # a shorter row: padding
     batch = make_batch(rows, pad_id=0)
     tiny.train()
 
