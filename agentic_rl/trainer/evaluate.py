@@ -112,10 +112,10 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
     groups = run_episodes(engine, tokenizer, spec, cfg, [t for ts in splits.values() for t in ts], fewshot, label)
     result, at = {}, 0
     for s, ts in splits.items():
-        result[s] = split_metrics(groups[at : at + len(ts)])
+        part, at = groups[at : at + len(ts)], at + len(ts)
+        result[s] = split_metrics(part)
         if episodes is not None:
-            episodes.setdefault(s, []).extend(groups[at : at + len(ts)])
-        at += len(ts)
+            episodes.setdefault(s, []).extend(part)
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     return result
 
