@@ -42,16 +42,20 @@ def train_attention_forward(module, query, key, value, attention_mask, dropout=0
 def products(query, key, value, mask, scaling: float | None = None) -> torch.Tensor:
     """Softmax attention as two products. query (B, Hq, T, D); key/value (B, Hkv, S, D); mask
     (B or 1, 1, T, S), bool (True: attend) or additive. Returns (B, T, Hq, D), the layout of
-    transformers' attention functions. The softmax runs in fp32."""
+    transformers' attention functions. The softmax runs in fp32.
+
+    Every op on a score-sized tensor is a pass over (B, Hq, T, S) forward and another backward, so
+    the scale goes on the query (D wide, and 1/8 for D = 64 is exact in bf16) and the mask is written
+    in place into the fp32 copy the softmax needs anyway."""
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    scores = torch.matmul(query * scale, key.transpose(-1, -2)).float()
     if mask.dtype == torch.bool:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
     else:
-        scores = scores + mask
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+        scores.add_(mask)
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
     return torch.matmul(probs, value).transpose(1, 2).contiguous()
 
 

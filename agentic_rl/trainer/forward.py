@@ -22,6 +22,7 @@ from transformers import DynamicCache
 
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.trainer.attention import training_attention
+from agentic_rl.trainer.vocab import chunked_token_logprobs
 from agentic_rl.types import Batch, Trajectory
 
 
@@ -134,17 +135,24 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
-    activation memory at a 49k vocabulary) run only on the positions that are trained. The value at t
-    comes from the same hidden state (the state before token t is sampled).
+    activation memory at a 49k vocabulary) run only on the positions that are trained, in chunks
+    (`trainer/vocab.py`) unless the entropy needs a gradient or the full distribution is asked for.
+    The value at t comes from the same hidden state (the state before token t is sampled).
     """
     hidden = hidden_states(model, batch, shared)
     head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
     ids = batch.input_ids
     sel = batch.loss_mask.bool()
-    logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
-    token_lp = torch.zeros(ids.shape, dtype=logp.dtype).masked_scatter(sel, logp.gather(-1, ids[sel][:, None])[:, 0])
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        entropy = torch.zeros(ids.shape).masked_scatter(sel, -(logp.exp() * logp).sum(-1))
+    logp = None
+    if not (entropy_grad or full) and type(head) is torch.nn.Linear and head.bias is None:
+        lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids[sel], temperature)
+    else:
+        logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
+        lp_N = logp.gather(-1, ids[sel][:, None])[:, 0]
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy_N = -(logp.exp() * logp).sum(-1)
+    token_lp = torch.zeros(ids.shape, dtype=lp_N.dtype).masked_scatter(sel, lp_N)
+    entropy = torch.zeros(ids.shape).masked_scatter(sel, entropy_N)
     values = None
     if value_head is not None:
         values = torch.zeros(ids.shape).masked_scatter(sel, value_head(hidden[sel]).float())
@@ -166,7 +174,8 @@ class SharedPrompt:
         self.ids = tuple(ids)
         self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
         self._graph.append(out.last_hidden_state[:, -1:])
-        self._leaves = [t.detach().requires_grad_() for t in self._graph]
+        # a frozen layer's keys and values (rl.freeze_layers) need no gradient and have no graph to take one
+        self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._graph]
         self.last = self._leaves[-1]
 
     def cache(self) -> DynamicCache:
