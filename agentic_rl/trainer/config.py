@@ -85,6 +85,7 @@ class RLConfig:
     group_size: int = 8
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
+    freeze_layers: int = 0  # the lowest N decoder layers take no gradient in RL (a shorter backward pass)
     task_sampler: str = "uniform"  # uniform | pass_rate | failure_rate (curricula on the pass rate of each task kind)
     task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
     # env splits the RL prompts come from, in equal shares; RL needs no demonstration, so a prompt-only
@@ -215,7 +216,7 @@ class Config:
 _POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.micro_batch_rows": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
              "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
              "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rollout.greedy_per_group": 0, "rl.warmup_steps": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
+             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rollout.greedy_per_group": 0, "rl.warmup_steps": 0, "rl.freeze_layers": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
              "eval.every": 0}
 
 

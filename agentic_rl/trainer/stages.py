@@ -44,6 +44,7 @@ from agentic_rl.trainer.credit import (
 )
 from agentic_rl.trainer.critic import make_critic
 from agentic_rl.trainer.evaluate import accuracies, evaluate
+from agentic_rl.trainer.freeze import freeze_lower_layers
 from agentic_rl.trainer.memory import check_memory, peak_rss_gb
 from agentic_rl.trainer.rl import CriticTargets, rl_update
 from agentic_rl.trainer.sft import adamw, sft_loss, sft_optimizer, sft_train
@@ -131,6 +132,7 @@ def rl_parts(model, tokenizer, spec: EnvSpec, cfg: Config) -> RLParts:
     rl = cfg.rl
     sampler = make_sampler(rl.task_sampler, rl_pool(spec, rl), seed=rl.seed)
     critic = make_critic(rl.critic, model, tokenizer, rl.critic_model)
+    freeze_lower_layers(model, rl.freeze_layers)  # before the optimizer, which takes what still trains
     optimizer = _optimizer(model, critic, rl)
     ref_model = _reference(model) if rl.kl_coef > 0 and not is_lora(model) else None
     return RLParts(sampler, critic, optimizer, ref_model, CollapseMonitor(window=rl.collapse_window),
