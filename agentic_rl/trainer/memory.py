@@ -9,7 +9,7 @@ p tokens shared by its G rows; R = kG rows, each at most E generated tokens and 
     +  a frozen reference 4P (KL on a full fine-tune)  +  a critic model 16P  +  the sampler's bf16 copy 2P
     +  4P per distillation teacher (an upper bound for LoRA-adapter teachers, which share one base)
     +  autocast's bf16 casts of the weights 2P (kept for the backward)  +  0.5 GiB for the runtime
-    +  activations  (k*p + R*(E + O)) * L * 34H * 2  +  R*E * 3 * 4V
+    +  activations  (k*p + R*(E + O)) * L * 34H * 2  +  R*E * 4V  (12V with an entropy bonus or teachers)
        (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
@@ -17,8 +17,10 @@ activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (
 input) plus one layer's 34·H·2, recomputed in the backward, for the rows' own tokens; the shared
 prompt (one row) is not checkpointed. The prompt counts once: the trainer forwards a group's shared prefix
 once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are turned into logits,
-so the vocabulary term (the logits, their log-softmax and its gradient in fp32: 0.59 MB per token
-for SmolLM2-135M) covers E tokens a row; the layer term is 1.17 MB per token. p is measured on a
+so the vocabulary term covers E tokens a row: the chunked projection keeps only the logits (at most
+4V bytes, 0.20 MB per token for SmolLM2-135M), the plain one (an entropy bonus, distillation) the
+logits, their log-softmax and its gradient in fp32 (12V, 0.59 MB); the layer term is 1.17 MB per
+token. p is measured on a
 training task; E is the whole generated-token budget and O allows 48 tokens per tool turn, the
 worst case. The runtime allowance covers Python, torch and the allocator's slack (a process with
 torch and transformers imported holds 0.23 GiB). The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate
@@ -71,11 +73,18 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
         "runtime": RUNTIME_BYTES,
         "teachers": 4 * P * teachers,
         # the shared prompt runs un-checkpointed (one row), the rows' own tokens as configured
-        "activations": groups * prompt_tokens * full + body * hidden + generated * 3 * 4 * conf.vocab_size,
+        "activations": groups * prompt_tokens * full + body * hidden + generated * vocab_bytes(cfg) * conf.vocab_size,
         "critic_activations": (groups * prompt_tokens + body) * full if rl.critic == "model" else 0,
         "teacher_logits": generated * 4 * conf.vocab_size if teachers else 0,
     }
     return {k: float(v) for k, v in parts.items()}
+
+
+def vocab_bytes(cfg: Config) -> int:
+    """Bytes per vocabulary entry a trained token holds until the backward pass: the kept logits of the
+    chunked projection (`trainer/vocab.py`), 4 (fp32, the larger case); 12 (the logits, log-softmax
+    and its gradient in fp32) on the plain path an entropy bonus or on-policy distillation takes."""
+    return 12 if cfg.rl.entropy_coef > 0 or cfg.distill.teachers else 4
 
 
 def available_bytes() -> float | None:

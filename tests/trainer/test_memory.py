@@ -34,14 +34,21 @@ def test_activation_term_follows_the_rows_of_a_micro_batch(tiny):
 def test_the_shared_prompt_counts_once_and_only_sampled_tokens_get_logits(tiny):
     """The trainer forwards a group's prompt once and repeats its KV cache, and turns only sampled
     tokens into logits. So p more prompt tokens add p * L * 34H * 2 bytes (the layer term, once, not
-    G times, and no vocabulary term); one more generated token per row adds G * (L * 34H * 2 + 12V)."""
+    G times, and no vocabulary term); one more generated token per row adds G * (L * 34H * 2 + 4V): the
+    chunked projection keeps only the logits, fp32 at most; 12V on the plain path an entropy bonus takes."""
     cfg = load_config("recipes/tiny.yaml", ["rl.group_size=4", "rl.micro_batch_rows=4"])
     conf = tiny.config
     layer = conf.num_hidden_layers * 34 * conf.hidden_size * 2
     base = estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"]
     assert estimate_rl_bytes(tiny, cfg, prompt_tokens=512)["activations"] - base == 512 * layer
     cfg.rollout.max_episode_tokens += 1
-    assert estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"] - base == 4 * (layer + 12 * conf.vocab_size)
+    assert estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"] - base == 4 * (layer + 4 * conf.vocab_size)
+    cfg.rl.entropy_coef = 0.01
+    cfg.rollout.max_episode_tokens -= 1
+    plain = estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"]
+    cfg.rollout.max_episode_tokens += 1
+    assert estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"] - plain == 4 * (layer + 12 * conf.vocab_size)
+    cfg.rl.entropy_coef = 0.0
     cfg.rl.micro_batch_rows = 8  # two groups, two prompts (they share only the system prompt)
     assert (estimate_rl_bytes(tiny, cfg, prompt_tokens=512)["activations"]
             - estimate_rl_bytes(tiny, cfg, prompt_tokens=0)["activations"]) == 2 * 512 * layer
@@ -71,13 +78,13 @@ def test_checkpointing_keeps_only_layer_inputs_of_the_rows(tiny):
     """With `model.gradient_checkpointing` a row's token costs L * 4H (each layer's fp32 input) + 34H * 2
     (the one layer being recomputed) instead of L * 34H * 2; the shared prompt (one group here) is
     forwarded once, not checkpointed, at the full L * 34H * 2. Without a prompt: activations =
-    tokens * layer + generated * 12V, tokens = generated."""
+    tokens * layer + generated * 4V, tokens = generated."""
     conf = tiny.config
     L, H, V = conf.num_hidden_layers, conf.hidden_size, conf.vocab_size
     opts = ["rl.group_size=4", "rl.micro_batch_rows=4", "rollout.max_turns=1"]
     plain = estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", opts), 0)["activations"]
     ckpt = lambda p: estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", [*opts, "model.gradient_checkpointing=true"]), p)["activations"]  # noqa: E731
     generated = 4 * load_config("recipes/tiny.yaml").rollout.max_episode_tokens
-    assert plain == generated * (L * 34 * H * 2 + 12 * V)
-    assert ckpt(0) == generated * (L * 4 * H + 34 * H * 2 + 12 * V)
+    assert plain == generated * (L * 34 * H * 2 + 4 * V)
+    assert ckpt(0) == generated * (L * 4 * H + 34 * H * 2 + 4 * V)
     assert ckpt(10) - ckpt(0) == 10 * L * 34 * H * 2
