@@ -20,9 +20,8 @@ once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are tu
 so the vocabulary term covers E tokens a row: the chunked projection keeps only the logits (at most
 4V bytes, 0.20 MB per token for SmolLM2-135M), the plain one (an entropy bonus, distillation) the
 logits, their log-softmax and its gradient in fp32 (12V, 0.59 MB); the layer term is 1.17 MB per
-token. p is measured on a
-training task; E is the whole generated-token budget and O allows 48 tokens per tool turn, the
-worst case. The runtime allowance covers Python, torch and the allocator's slack (a process with
+token. p is measured on a training task; E is the whole generated-token budget and O allows 48
+tokens per tool turn, the worst case. The runtime allowance covers Python, torch and the allocator's slack (a process with
 torch and transformers imported holds 0.23 GiB). The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate
 (`memory_estimate` event) to compare.
 """

@@ -46,7 +46,7 @@ class _TokenLogprobs(torch.autograd.Function):
         hidden, weight, targets, *logits = ctx.saved_tensors
         T, dtype = ctx.temperature, ctx.dtype
         w = weight.to(dtype)
-        grad_hidden = torch.empty(hidden.shape, dtype=hidden.dtype) if ctx.needs_input_grad[0] else None
+        grad_hidden = hidden.new_empty(hidden.shape) if ctx.needs_input_grad[0] else None
         dzs = []
         for k, (raw, lse) in enumerate(zip(logits, ctx.lses)):
             sl = slice(k * CHUNK, k * CHUNK + raw.shape[0])
@@ -69,6 +69,7 @@ def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: 
     """(log p(targets), entropy) at N positions: hidden (N, H), the output embedding `weight` (V, H),
     targets (N,). The projection runs in autocast's dtype when autocast is on (as `nn.Linear` would),
     the softmax in fp32."""
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else weight.dtype
-    with torch.autocast("cpu", enabled=False):
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    with torch.autocast(device, enabled=False):
         return _TokenLogprobs.apply(hidden, weight, targets, temperature, dtype)
