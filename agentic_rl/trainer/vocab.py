@@ -35,17 +35,16 @@ class _TokenLogprobs(torch.autograd.Function):
             ents.append(lse - torch.linalg.vecdot(p, z))
             logits.append(raw)
             lses.append(lse)
-        ctx.save_for_backward(hidden, weight, targets, *logits)
-        ctx.lses, ctx.temperature, ctx.dtype = lses, temperature, dtype
+        ctx.save_for_backward(hidden, w, targets, *logits)  # w: the cast, kept rather than made again
+        ctx.lses, ctx.temperature, ctx.dtype, ctx.weight_dtype = lses, temperature, dtype, weight.dtype
         entropy = torch.cat(ents) if ents else hidden.new_zeros(0, dtype=torch.float32)
         ctx.mark_non_differentiable(entropy)
         return (torch.cat(lps) if lps else hidden.new_zeros(0, dtype=torch.float32)), entropy
 
     @staticmethod
     def backward(ctx, grad_lp, _grad_entropy):
-        hidden, weight, targets, *logits = ctx.saved_tensors
+        hidden, w, targets, *logits = ctx.saved_tensors
         T, dtype = ctx.temperature, ctx.dtype
-        w = weight.to(dtype)
         grad_hidden = hidden.new_empty(hidden.shape) if ctx.needs_input_grad[0] else None
         dzs = []
         for k, (raw, lse) in enumerate(zip(logits, ctx.lses)):
@@ -60,7 +59,7 @@ class _TokenLogprobs(torch.autograd.Function):
             dzs.append(dz)
         grad_weight = None
         if ctx.needs_input_grad[1] and dzs:  # one product over all positions, as nn.Linear's backward
-            grad_weight = (torch.cat(dzs).t() @ hidden.to(dtype)).to(weight.dtype)
+            grad_weight = (torch.cat(dzs).t() @ hidden.to(dtype)).to(ctx.weight_dtype)
         return grad_hidden, grad_weight, None, None, None
 
 
