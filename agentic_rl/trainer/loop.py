@@ -113,6 +113,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     logger.close()
     (run_dir / "eval.json").write_text(json.dumps(results, indent=2))
     write_report(run_dir, tokenizer)
+    store.wait()  # the last state, written while the model was evaluated
     return results
 
 

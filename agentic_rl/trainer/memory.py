@@ -71,6 +71,8 @@ def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str,
         "autocast_copy": 2 * P_t if inference_dtype(cfg.model.precision) == torch.bfloat16 != model.dtype else 0,
         "runtime": RUNTIME_BYTES,
         "teachers": 4 * P * teachers,
+        # the copy an asynchronous state write holds while training goes on: weights and moments
+        "state_copy": (4 * P + 8 * P_t + (12 * P if rl.critic == "model" else 0)) if cfg.checkpoint.async_save else 0,
         # the shared prompt runs un-checkpointed (one row), the rows' own tokens as configured
         "activations": groups * prompt_tokens * full + body * hidden + generated * vocab_bytes(cfg) * conf.vocab_size,
         "critic_activations": (groups * prompt_tokens + body) * full if rl.critic == "model" else 0,

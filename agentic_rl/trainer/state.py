@@ -16,10 +16,17 @@ what it follows (`0003-rl-step2`), holding:
 Writes are atomic: the directory is assembled under a temporary name and renamed into place, so a
 crash mid-write leaves the previous state intact (and a `.tmp-*` directory the next start removes).
 Retention keeps the last `checkpoint.keep_last` states plus the best by `checkpoint.best_metric`.
+
+With `checkpoint.async_save` (the default) a state is written in the background: `save` takes a copy
+of every tensor and the text of the small files, and a writer thread does the rest while training
+goes on. A recipe's state is 1.3 GB, and writing it took 4-5 s of every RL step here (docs/results.md,
+session 42). One write is in flight at a time; the next `save`, `states()`, `open()` and `wait()`
+wait for it and raise what it raised.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -27,6 +34,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,8 +95,15 @@ class StateStore:
         self.root = run_dir / "checkpoints" / "state"
         self.cfg = cfg
         self.seq = 0
+        self._writer: threading.Thread | None = None
+        self._error: BaseException | None = None
 
     def states(self) -> list[Path]:
+        """The whole states on disk, oldest first (after the write in flight, if any)."""
+        self.wait()
+        return self._listed()
+
+    def _listed(self) -> list[Path]:
         if not self.root.exists():
             return []
         return sorted(p for p in self.root.iterdir() if p.is_dir() and p.name[:4].isdigit())
@@ -97,6 +112,7 @@ class StateStore:
         """The state to continue from (`resume`: "auto" = the latest, or a state directory), with the
         run's log files cut back to that state; None starts the run afresh, clearing an earlier run's
         logs and states from the folder."""
+        self.wait()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.root.glob(".tmp-*") if self.root.exists() else []:  # writes a run did not finish
             shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
@@ -142,30 +158,60 @@ class StateStore:
 
     def save(self, label: str, progress: Progress, model=None, optimizer=None, critic=None,
              extras: dict | None = None, config: Config | None = None) -> Path:
-        """Write one state atomically, then apply retention. `model=None`: the weights are the loaded ones."""
+        """Write one state atomically, then apply retention; in the background with
+        `checkpoint.async_save`. `model=None`: the weights are the loaded ones."""
+        self.wait()
         self.seq += 1
         progress = dataclasses.replace(progress, seq=self.seq, files={
             str(p.relative_to(self.run_dir)): p.stat().st_size for p in _log_files(self.run_dir)})
+        texts = {"progress.json": json.dumps(dataclasses.asdict(progress), indent=1)}
+        if config is not None:
+            texts["config.yaml"] = yaml.safe_dump(to_dict(config), sort_keys=False)
+        objects = {"extras": {"rng": capture_rng(), **(extras or {})}}
+        objects.update((name, obj.state_dict()) for name, obj in (("model", model), ("optimizer", optimizer),
+                                                                   ("critic", critic)) if obj is not None)
+        final = self.root / f"{self.seq:04d}-{label}"
+        if not self.cfg.async_save:
+            self._write(final, texts, objects)
+            return final
+        # deepcopy, not a clone per tensor: tied weights stay one storage, as torch.save keeps them
+        objects = copy.deepcopy(objects)
+        self._writer = threading.Thread(target=self._write_logged, args=(final, texts, objects), name="state-writer")
+        self._writer.start()
+        return final
+
+    def wait(self) -> None:
+        """Wait for the state being written in the background; raise what its writer raised."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise RuntimeError(f"writing a state checkpoint under {self.root} failed: {error}") from error
+
+    def _write_logged(self, final: Path, texts: dict[str, str], objects: dict[str, Any]) -> None:
+        try:
+            self._write(final, texts, objects)
+        except BaseException as e:  # handed to the training thread at its next save or wait
+            self._error = e
+
+    def _write(self, final: Path, texts: dict[str, str], objects: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         try:
-            (tmp / "progress.json").write_text(json.dumps(dataclasses.asdict(progress), indent=1))
-            if config is not None:
-                (tmp / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
-            torch.save({"rng": capture_rng(), **(extras or {})}, tmp / "extras.pt")
-            for name, obj in (("model", model), ("optimizer", optimizer), ("critic", critic)):
-                if obj is not None:
-                    torch.save(obj.state_dict(), tmp / f"{name}.pt")
+            for name, text in texts.items():
+                (tmp / name).write_text(text)
+            for name, obj in objects.items():
+                torch.save(obj, tmp / f"{name}.pt")
+                if name != "extras":
                     failpoint("state.mid_write")  # tests kill the process here: the state must stay whole
-            final = self.root / f"{self.seq:04d}-{label}"
             os.replace(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._retain()
-        return final
 
     def _retain(self) -> None:
-        found = self.states()
+        found = self._listed()
         keep = set(found[-self.cfg.keep_last:]) if self.cfg.keep_last > 0 else set(found)
         if self.cfg.best_metric:
             scored = [(p, json.loads((p / "progress.json").read_text())["metric"]) for p in found]

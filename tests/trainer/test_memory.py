@@ -21,6 +21,17 @@ def test_estimate_counts_each_copy_of_the_weights(tiny):
     assert parts["reference"] == 4 * P and parts["critic_model"] == 16 * P
 
 
+def test_an_asynchronous_state_write_holds_a_copy_of_weights_and_moments(tiny):
+    """The background writer's snapshot: weights 4P + Adam 8P (+ a critic model's 12P); none when
+    states are written synchronously."""
+    P = sum(p.numel() for p in tiny.parameters())
+    assert estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml"))["state_copy"] == 12 * P
+    critic = load_config("recipes/tiny.yaml", ["rl.advantage=gae", "rl.critic=model"])
+    assert estimate_rl_bytes(tiny, critic)["state_copy"] == 24 * P
+    sync = load_config("recipes/tiny.yaml", ["checkpoint.async_save=false"])
+    assert estimate_rl_bytes(tiny, sync)["state_copy"] == 0
+
+
 def test_activation_term_follows_the_rows_of_a_micro_batch(tiny):
     """Without a prompt every activation byte belongs to a row: twice the rows, twice the bytes. One
     group per micro-batch, a group of 8 is twice a group of 4; with `rl.micro_batch_rows: 8` two
