@@ -190,7 +190,7 @@ class CheckpointConfig:
     keep_last: int = 2  # newest states kept; 0 keeps all
     best_metric: str = ""  # also keep the state with the best value of this RL metric (e.g. reward_mean)
     best_mode: str = "max"  # max | min
-    async_save: bool = True  # write states in a background thread while training goes on (a copy in memory meanwhile)
+    async_save: bool = False  # write states in a background thread from a host copy (pays where cores idle: GPUs)
 
 
 @dataclass

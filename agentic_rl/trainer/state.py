@@ -17,11 +17,13 @@ Writes are atomic: the directory is assembled under a temporary name and renamed
 crash mid-write leaves the previous state intact (and a `.tmp-*` directory the next start removes).
 Retention keeps the last `checkpoint.keep_last` states plus the best by `checkpoint.best_metric`.
 
-With `checkpoint.async_save` (the default) a state is written in the background: `save` takes a copy
-of every tensor and the text of the small files, and a writer thread does the rest while training
-goes on. A recipe's state is 1.3 GB, and writing it took 4-5 s of every RL step here (docs/results.md,
-session 42). One write is in flight at a time; the next `save`, `states()`, `open()` and `wait()`
-wait for it and raise what it raised.
+With `checkpoint.async_save` a state is written in the background: `save` copies every tensor to
+host memory and renders the small files, and a writer thread does the rest while training goes on.
+One write is in flight at a time; the next `save`, `states()`, `open()` and `wait()` wait for it and
+raise what it raised. It is off by default: on a 2-core CPU the writer takes the cores training
+needs, and a recipe-sized state (1.6 GB) cost the training thread 4.2 s written in the background
+against 4.0 s written in place (`benchmarks/bench_state_save.py`). It pays where the cores are idle
+while an accelerator trains.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,8 +177,7 @@ class StateStore:
         if not self.cfg.async_save:
             self._write(final, texts, objects)
             return final
-        # deepcopy, not a clone per tensor: tied weights stay one storage, as torch.save keeps them
-        objects = copy.deepcopy(objects)
+        objects = _host_copy(objects, {})
         self._writer = threading.Thread(target=self._write_logged, args=(final, texts, objects), name="state-writer")
         self._writer.start()
         return final
@@ -233,6 +235,22 @@ class StateStore:
         tmp = self.root / ".tmp-reference.pt"
         torch.save(model.state_dict(), tmp)
         os.replace(tmp, self.reference_path)
+
+
+def _host_copy(obj: Any, memo: dict) -> Any:
+    """`obj` with every tensor copied to host memory and every container rebuilt, so training can go
+    on changing the originals. Tensors that share a storage (tied weights) share their copy, as
+    torch.save would store them once."""
+    if isinstance(obj, torch.Tensor):
+        key = (obj.untyped_storage().data_ptr(), obj.storage_offset(), tuple(obj.shape), obj.stride(), obj.dtype)
+        if key not in memo:
+            memo[key] = obj.detach().to("cpu", copy=True)
+        return memo[key]
+    if type(obj) in (dict, OrderedDict):  # state dicts; other mappings are deep-copied whole
+        return type(obj)((k, _host_copy(v, memo)) for k, v in obj.items())
+    if type(obj) in (list, tuple):
+        return type(obj)(_host_copy(v, memo) for v in obj)
+    return copy.deepcopy(obj)
 
 
 def _log_files(run_dir: Path) -> list[Path]:

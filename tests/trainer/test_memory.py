@@ -23,13 +23,13 @@ def test_estimate_counts_each_copy_of_the_weights(tiny):
 
 def test_an_asynchronous_state_write_holds_a_copy_of_weights_and_moments(tiny):
     """The background writer's snapshot: weights 4P + Adam 8P (+ a critic model's 12P); none when
-    states are written synchronously."""
+    states are written synchronously (the default)."""
     P = sum(p.numel() for p in tiny.parameters())
-    assert estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml"))["state_copy"] == 12 * P
-    critic = load_config("recipes/tiny.yaml", ["rl.advantage=gae", "rl.critic=model"])
+    assert estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml"))["state_copy"] == 0
+    on = ["checkpoint.async_save=true"]
+    assert estimate_rl_bytes(tiny, load_config("recipes/tiny.yaml", on))["state_copy"] == 12 * P
+    critic = load_config("recipes/tiny.yaml", [*on, "rl.advantage=gae", "rl.critic=model"])
     assert estimate_rl_bytes(tiny, critic)["state_copy"] == 24 * P
-    sync = load_config("recipes/tiny.yaml", ["checkpoint.async_save=false"])
-    assert estimate_rl_bytes(tiny, sync)["state_copy"] == 0
 
 
 def test_activation_term_follows_the_rows_of_a_micro_batch(tiny):
