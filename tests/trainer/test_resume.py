@@ -34,13 +34,13 @@ ARGS = ["--set", "rl.steps=4", "--set", "log.progress=false", "--set", "eval.tas
         "--set", "sft.batch_size=4", "--set", "checkpoint.sft_every=1"]  # 4 SFT steps, a state after each
 
 
-def _cmd(out: Path, resume: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "agentic_rl.cli", "train", "recipes/tiny.yaml", *ARGS, "--set", f"output_dir={out}"]
+def _cmd(out: Path, resume: bool, extra: tuple[str, ...] = ()) -> list[str]:
+    cmd = [sys.executable, "-m", "agentic_rl.cli", "train", "recipes/tiny.yaml", *ARGS, *extra, "--set", f"output_dir={out}"]
     return cmd + (["--resume"] if resume else [])
 
 
-def _run(out: Path, resume: bool = False, env: dict | None = None) -> int:
-    proc = subprocess.run(_cmd(out, resume), cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+def _run(out: Path, resume: bool = False, env: dict | None = None, extra: tuple[str, ...] = ()) -> int:
+    proc = subprocess.run(_cmd(out, resume, extra), cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(proc.stderr[-3000:])
     return proc.returncode
@@ -108,6 +108,19 @@ def test_resume_after_sigkill_mid_checkpoint_write(reference, tmp_path, nth):
     assert complete[-1].name.endswith("sft-step1" if nth == 4 else "rl-step2")
     assert _run(out, resume=True) == 0
     assert not any(p.name.startswith(".tmp-") for p in states.iterdir())
+    _assert_same_run(reference, out)
+
+
+def test_resume_after_sigkill_mid_background_state_write(reference, tmp_path):
+    """The same with `checkpoint.async_save`: the process dies in the writer thread, mid-way through
+    the RL step-3 state; the resumed run still equals the reference (states written in place). That
+    the writer saves the values at save time, not later ones, is test_state_store's (the tiny
+    model's write ends before training changes anything, so this run cannot tell)."""
+    out, background = tmp_path / "run", ("--set", "checkpoint.async_save=true")
+    assert _run(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:15"}, extra=background) == -signal.SIGKILL
+    complete = sorted(p for p in (out / "checkpoints" / "state").iterdir() if p.name[:4].isdigit())
+    assert complete[-1].name.endswith("rl-step2")
+    assert _run(out, resume=True, extra=background) == 0
     _assert_same_run(reference, out)
 
 
