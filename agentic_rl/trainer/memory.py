@@ -9,6 +9,7 @@ p tokens shared by its G rows; R = kG rows, each at most E generated tokens and 
     +  a frozen reference 4P (KL on a full fine-tune)  +  a critic model 16P  +  the sampler's bf16 copy 2P
     +  4P per distillation teacher (an upper bound for LoRA-adapter teachers, which share one base)
     +  autocast's bf16 casts of the weights 2P (kept for the backward)  +  0.5 GiB for the runtime
+    +  with checkpoint.async_save, the state copy a background write holds: 4P + 8P_t (+ 12P a critic model)
     +  activations  (k*p + R*(E + O)) * L * 34H * 2  +  R*E * 4V  (12V with an entropy bonus or teachers)
        (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
 
