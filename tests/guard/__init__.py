@@ -1,0 +1,140 @@
+"""The behaviour guard: fixed runs whose outputs a refactor must leave exactly as they were.
+
+Each case is a recipe with overrides, run in fp32 on one thread at a fixed seed. What it leaves is
+reduced to what training decided — `metrics.jsonl`, `trajectories/*.jsonl`, `eval.json` without
+their timing and memory fields, keys sorted — plus a checksum of every weight tensor of the saved
+models. `python -m tests.guard record [CASE ...]` writes the reference under `tests/guard/reference/`;
+`tests/test_behaviour_guard.py` runs the cases again and compares file by file.
+
+Floating point differs between CPU instruction sets, so a reference holds only on the kind of CPU
+it was recorded on (`torch.backends.cpu.get_cpu_capability()` and the torch version, kept beside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+REFERENCE = Path(__file__).parent / "reference"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+_QUIET = ["log.progress=false", "log.tensorboard=false"]
+_TINY = ["model.precision=fp32", "model.threads=1", *_QUIET]
+
+# name -> (recipe, overrides). The tiny model's rewards are all 0, so its policy-gradient term is
+# empty: the variants turn on every other loss term (KL, entropy, value, hindsight NLL) and the
+# minibatch / epoch machinery. The calculator case is the real model with real reward spread.
+CASES: dict[str, tuple[str, list[str]]] = {
+    "tiny": ("tiny.yaml", _TINY),
+    "tiny_kl_entropy": ("tiny.yaml", [*_TINY, "eval.baselines=false", "rl.steps=3", "rl.algorithm.kl_coef=0.05",
+                                      "rl.algorithm.entropy_coef=0.01", "rl.optim.minibatches=2", "rl.optim.epochs=2",
+                                      "rl.optim.schedule=cosine", "rl.optim.warmup_steps=1"]),
+    "tiny_gae": ("tiny.yaml", [*_TINY, "eval.baselines=false", "rl.steps=3", "rl.algorithm.advantage=gae",
+                               "rl.critic.kind=value_head", "rl.algorithm.kl_coef=0.05", "rl.algorithm.kl_mode=reward", "rl.algorithm.gamma=0.99",
+                               "rl.algorithm.lam=0.95", "rl.algorithm.entropy_coef=0.01"]),
+    "tiny_lora_opd": ("tiny.yaml", [*_TINY, "eval.baselines=false", "model.lora_rank=4", "rl.algorithm.kl_coef=0.05",
+                                    "distill.teachers=[{teacher}]", "distill.loss=topk", "distill.topk=8"]),
+    "tiny_hindsight": ("tiny.yaml", [*_TINY, "eval.baselines=false", "sft.examples=0",
+                                     "hindsight.teacher=demonstration", "hindsight.coef=0.5",
+                                     "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1",
+                                     "rl.tasks.sampler=pass_rate"]),
+    "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "rl.steps=2",
+                                       "eval.tasks_per_split=8", "eval.batch_size=16",
+                                       "log.trajectories_per_step=16", *_QUIET]),
+}
+
+_VOLATILE_PREFIXES = ("time_", "tokens_per_s", "mem_")
+
+
+def _stable(obj):
+    """`obj` without the fields that measure the machine rather than the run."""
+    if isinstance(obj, dict):
+        return {k: _stable(v) for k, v in obj.items()
+                if not (isinstance(k, str) and (k.startswith(_VOLATILE_PREFIXES) or k == "timing_s"))}
+    if isinstance(obj, list):
+        return [_stable(v) for v in obj]
+    return obj
+
+
+def _jsonl(path: Path) -> str:
+    return "".join(json.dumps(_stable(json.loads(line)), sort_keys=True) + "\n"
+                   for line in path.read_text().splitlines())
+
+
+def weight_checksums(run_dir: Path) -> dict[str, str]:
+    """sha256 of every tensor of each saved model, by checkpoint and tensor name."""
+    from safetensors.torch import load_file
+
+    out = {}
+    for path in sorted((run_dir / "checkpoints").glob("*/model.safetensors")):
+        tensors = load_file(path)
+        for name in sorted(tensors):
+            t = tensors[name].contiguous()
+            out[f"{path.parent.name}/{name}"] = hashlib.sha256(t.view(torch.uint8).numpy().tobytes()
+                                                              if t.numel() else b"").hexdigest()
+    return out
+
+
+def normalized(run_dir: Path) -> dict[str, str]:
+    """File name -> the text the guard compares."""
+    out = {"metrics.jsonl": _jsonl(run_dir / "metrics.jsonl")}
+    for path in sorted((run_dir / "trajectories").glob("*.jsonl")):
+        out[f"trajectories/{path.name}"] = _jsonl(path)
+    if (run_dir / "eval.json").exists():
+        out["eval.json"] = json.dumps(_stable(json.loads((run_dir / "eval.json").read_text())), indent=1,
+                                      sort_keys=True) + "\n"
+    out["weights.json"] = json.dumps(weight_checksums(run_dir), indent=1) + "\n"
+    return out
+
+
+def machine() -> dict[str, str]:
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}
+
+
+def run_case(name: str, out_dir: Path) -> dict[str, str]:
+    """Runs one case into `out_dir` and returns its normalized files."""
+    from agentic_rl.trainer.config import load_config
+    from agentic_rl.trainer.loop import train
+
+    recipe, overrides = CASES[name]
+    torch.set_num_threads(1)
+    teacher = out_dir.parent / f"{name}-teacher"
+    if any("{teacher}" in o for o in overrides):
+        _save_teacher(teacher)
+    train(load_config(RECIPES / recipe, [*(o.format(teacher=teacher) for o in overrides), f"output_dir={out_dir}"]))
+    return normalized(out_dir)
+
+
+def _save_teacher(where: Path) -> None:
+    """A tiny random model of its own seed on the same tokenizer: an on-policy distillation teacher."""
+    from agentic_rl.models.loader import load_tokenizer, tiny_model
+
+    tokenizer = load_tokenizer("tiny")
+    tiny_model(tokenizer, seed=7).save_pretrained(where)
+    tokenizer.save_pretrained(where)
+
+
+def record(name: str, out_dir: Path) -> None:
+    files = run_case(name, out_dir)
+    where = REFERENCE / name
+    where.mkdir(parents=True, exist_ok=True)
+    for old in where.rglob("*"):
+        if old.is_file():
+            old.unlink()
+    for rel, text in {**files, "machine.json": json.dumps(machine(), indent=1) + "\n"}.items():
+        (where / rel).parent.mkdir(parents=True, exist_ok=True)
+        (where / rel).write_text(text)
+
+
+def reference(name: str) -> dict[str, str]:
+    where = REFERENCE / name
+    return {str(p.relative_to(where)): p.read_text() for p in sorted(where.rglob("*"))
+            if p.is_file() and p.name != "machine.json"}
+
+
+def recorded_machine(name: str) -> dict[str, str] | None:
+    path = REFERENCE / name / "machine.json"
+    return json.loads(path.read_text()) if path.exists() else None
