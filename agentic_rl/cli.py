@@ -46,32 +46,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "check-env":
-        return _check_env(args)
-    if args.command == "sandbox":
-        return _sandbox(args)
-    if args.command in ("report", "view"):
-        return _report(args)
+    handler = {"train": _train, "sft": _train, "eval": _eval, "sandbox": _sandbox, "report": _report,
+               "view": _report, "check-env": _check_env}[args.command]
+    return handler(args)
+
+
+def _train(args) -> int:
+    """`train`, or `sft`: the SFT phase alone (checkpoint, held-out eval, graduation report)."""
     from agentic_rl.trainer.config import ConfigError, load_config
+    from agentic_rl.trainer.loop import train
+    from agentic_rl.trainer.rl_loop import TrainingDiverged
 
+    sft_only = ["rl.steps=0", "eval.baselines=false", "sft.graduation=true"] if args.command == "sft" else []
     try:
-        cfg = load_config(args.config, args.overrides)
-        if args.command == "eval":
-            _check_path(args.checkpoint, "--checkpoint")
-            if args.tasks:
-                _check_path(args.tasks, "--tasks")
-            cfg.model.name = args.checkpoint
-            return _eval(cfg, args)
-        from agentic_rl.trainer.loop import train
-        from agentic_rl.trainer.stages import TrainingDiverged
-
-        if args.command == "sft":  # the SFT phase alone: checkpoint, held-out eval, graduation report
-            cfg.rl.steps, cfg.eval.baselines, cfg.sft.graduation = 0, False, True
+        cfg = load_config(args.config, [*args.overrides, *sft_only])
         results = train(cfg, getattr(args, "resume", None))
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"agentic-rl: error: {msg}", file=sys.stderr)
-        return 2
+        return _error(e)
     except TrainingDiverged as e:
         print(f"agentic-rl: stopped: {e}", file=sys.stderr)
         return 1
@@ -80,17 +71,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _error(e: Exception) -> int:
+    """A mistake the user can fix: one line, exit status 2."""
+    msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+    print(f"agentic-rl: error: {msg}", file=sys.stderr)
+    return 2
+
+
 def _check_path(path: str, flag: str) -> None:
     if not Path(path).exists():
         raise FileNotFoundError(f"{flag}: {path} does not exist")
 
 
-def _eval(cfg, args) -> int:
+def _eval(args) -> int:
     from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.trainer.checks import check_config
+    from agentic_rl.trainer.config import ConfigError, load_config, with_values
     from agentic_rl.trainer.evaluate import evaluate, load_task_file
     from agentic_rl.trainer.loop import prepare
 
-    tasks = load_task_file(args.tasks) if args.tasks else None  # a broken line fails before the model loads
+    try:
+        _check_path(args.checkpoint, "--checkpoint")
+        if args.tasks:
+            _check_path(args.tasks, "--tasks")
+        cfg = with_values(load_config(args.config, args.overrides), {"model.name": args.checkpoint})
+        check_config(cfg)
+        tasks = load_task_file(args.tasks) if args.tasks else None  # a broken line fails before the model loads
+    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
+        return _error(e)
     model, tokenizer, spec = prepare(cfg)
     result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
     out = Path(args.out) if args.out else Path(args.checkpoint) / "eval.json"
@@ -138,8 +146,8 @@ def _sandbox(args) -> int:
 def _check_env(args) -> int:
     import yaml
 
-    from agentic_rl.envs.conformance import check_env
     from agentic_rl.models.loader import load_tokenizer
+    from agentic_rl.rollout.conformance import check_env
 
     options = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in args.options)}
     try:

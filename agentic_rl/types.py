@@ -109,6 +109,16 @@ class TrajectoryGroup:
 
 
 @dataclass(frozen=True)
+class RolloutBatch:
+    """What crosses from sampling to training: the scored groups of a step (each trajectory holds its
+    exact token ids, its loss mask and the sampler's logprobs) and the policy version that sampled
+    them. Whatever samples — the embedded engine, a served one, a stale worker — meets the trainer here."""
+
+    groups: tuple[TrajectoryGroup, ...]
+    policy_version: int = 0
+
+
+@dataclass(frozen=True)
 class Batch:
     """One micro-batch of training rows. Tensors are typed Any so this module needs no torch.
 

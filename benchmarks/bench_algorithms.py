@@ -24,16 +24,16 @@ RESULTS = ROOT / "benchmarks" / "results" / "algorithms.json"
 # name -> recipe overrides (the docs page of each explains the choice of clip ranges)
 ALGORITHMS: dict[str, list[str]] = {
     "grpo": [],
-    "dr_grpo": ["rl.advantage=dr_grpo", "rl.aggregation=seq-mean-token-sum-norm"],
-    "rloo": ["rl.advantage=rloo"],
-    "reinforce_pp": ["rl.advantage=reinforce_pp_baseline"],
-    "gspo": ["rl.policy_loss=gspo", "rl.clip_low=3e-4", "rl.clip_high=4e-4", "rl.aggregation=seq-mean-token-mean"],
-    "dapo": ["rl.clip_high=0.28", "rl.overlong_buffer=64", "rl.task_sampler=pass_rate"],
-    "cispo": ["rl.policy_loss=cispo", "rl.clip_high=4.0"],
-    "ppo_gae": ["rl.advantage=gae", "rl.critic=value_head", "rl.minibatches=2"],
+    "dr_grpo": ["rl.algorithm.advantage=dr_grpo", "rl.algorithm.aggregation=seq-mean-token-sum-norm"],
+    "rloo": ["rl.algorithm.advantage=rloo"],
+    "reinforce_pp": ["rl.algorithm.advantage=reinforce_pp_baseline"],
+    "gspo": ["rl.algorithm.policy_loss=gspo", "rl.algorithm.clip_low=3e-4", "rl.algorithm.clip_high=4e-4", "rl.algorithm.aggregation=seq-mean-token-mean"],
+    "dapo": ["rl.algorithm.clip_high=0.28", "rl.algorithm.overlong_buffer=64", "rl.tasks.sampler=pass_rate"],
+    "cispo": ["rl.algorithm.policy_loss=cispo", "rl.algorithm.clip_high=4.0"],
+    "ppo_gae": ["rl.algorithm.advantage=gae", "rl.critic.kind=value_head", "rl.optim.minibatches=2"],
     # GRPO plus rule-based per-turn rewards (tool error, repeated call, empty result): issue 5's
     # process-reward comparison, against the plain "grpo" row from the same start
-    "grpo_step_signals": ["rl.process_reward=step_signals"],
+    "grpo_step_signals": ["rl.algorithm.process_reward=step_signals"],
 }
 
 

@@ -4,15 +4,14 @@
 
 Two workloads of the main job, at `recipes/calculator.yaml`'s sizes: a held-out evaluation batch
 (`eval.batch_size` calculator tasks, greedy, the two-example prompt of the base-model baseline or
-zero-shot with `--zero-shot`) and a GRPO rollout batch (`rl.tasks_per_step` x `rl.group_size` at
+zero-shot with `--zero-shot`) and a GRPO rollout batch (`rl.tasks.per_step` x `rl.tasks.group_size` at
 `rollout.temperature`). Each runs under four engine settings, alternately, `--repeats` times:
 
   stock               the shared prompt prefix copied into every row's cache, the logits by the
                       model's own head, every forward as wide as its widest chunk
-  head                the logits by vocabulary slices (engines/head.py): what bf16 machines ran
-                      before session 38, whose start-up check turned the prefix down
+  head                the logits by vocabulary slices (engines/head.py)
   prefix+head         also the prefix kept once and read by cascade attention
-                      (engines/prefix_attention.py): fp32 machines before session 38
+                      (engines/prefix_attention.py)
   prefix+head+narrow  also observations fed in forwards of their own rows and the cache's padding
                       columns dropped (engines/kv_cache.py)
 
@@ -48,7 +47,7 @@ def workloads(spec, cfg, fewshot: bool) -> dict:
     greedy = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=stop)
     sampled = SamplingParams(temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                              stop_strings=stop)
-    n, tasks, group = cfg.eval.batch_size, cfg.rl.tasks_per_step, cfg.rl.group_size
+    n, tasks, group = cfg.eval.batch_size, cfg.rl.tasks.per_step, cfg.rl.tasks.group_size
     return {
         f"eval, {n} tasks greedy": (spec.tasks("heldout_in", n, cfg.eval.seed), 1, greedy, options, budget),
         f"rollout, {tasks} tasks x {group}": (spec.tasks("train", tasks, 0), group, sampled, {**cfg.env.options}, budget),

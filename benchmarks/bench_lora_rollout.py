@@ -5,7 +5,7 @@
 The main job's rollout batch (4 calculator tasks x 8 samples, temperature 1, the recipe's token
 budgets) is sampled from a LoRA policy in bf16 by two engines, alternately, `--repeats` times each:
 the engine as it is (a plain copy with the adapters merged in, re-merged at each `sync_weights`)
-and the layout before it (a bf16 copy of the PEFT model, whose every projection runs the base
+and the alternative (a bf16 copy of the PEFT model, whose every projection runs the base
 matmul plus the two adapter matmuls). The adapters are given random B values, as after training,
 so the merged weights really differ from the base. Reports seconds per rollout, generated tokens
 per second and the cost of one weight sync; written to benchmarks/results/lora_rollout.json.
@@ -34,7 +34,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "lora
 
 
 def unmerged_engine(model, tokenizer) -> HFEngine:
-    """The engine as it sampled a LoRA policy before the merge: a bf16 copy of the PEFT model."""
+    """The alternative to the merged copy: sampling a LoRA policy through a bf16 copy of the PEFT model."""
     engine = HFEngine(model, tokenizer, "bf16")
     engine._merged = None
     engine._infer = copy.deepcopy(model).to(torch.bfloat16).eval()
@@ -47,7 +47,7 @@ def timed_rollout(engine, tokenizer, spec, cfg, tasks) -> dict:
     params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
     start = time.perf_counter()
-    _, stats = rollout(engine, tokenizer, make_env, tasks, cfg.rl.group_size, params, budget, seed=0)
+    _, stats = rollout(engine, tokenizer, make_env, tasks, cfg.rl.tasks.group_size, params, budget, seed=0)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "tokens": stats.generated_tokens, "tokens_per_s": stats.generated_tokens / seconds}
 
@@ -75,7 +75,7 @@ def main() -> None:
             if "lora_B" in name:
                 p.normal_(0, 1e-3, generator=gen)
     spec = get_env(cfg.env.name)
-    tasks = spec.tasks("train", cfg.rl.tasks_per_step, seed=11)
+    tasks = spec.tasks("train", cfg.rl.tasks.per_step, seed=11)
     engines = {"merged": HFEngine(model, tokenizer, "bf16"), "adapters": unmerged_engine(model, tokenizer)}
     runs: dict[str, list[dict]] = {name: [] for name in engines}
     syncs: dict[str, list[float]] = {name: [] for name in engines}
@@ -87,7 +87,7 @@ def main() -> None:
                    "tokens": [r["tokens"] for r in rs],
                    "median_tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in rs), 1),
                    "median_sync_s": round(statistics.median(syncs[name]), 3)} for name, rs in runs.items()}
-    result = {"model": args.model, "lora_rank": args.rank, "episodes": len(tasks) * cfg.rl.group_size,
+    result = {"model": args.model, "lora_rank": args.rank, "episodes": len(tasks) * cfg.rl.tasks.group_size,
               "threads": args.threads, "arms": arms,
               "tokens_per_s_ratio": round(arms["merged"]["median_tokens_per_s"] / arms["adapters"]["median_tokens_per_s"], 2)}
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

@@ -5,7 +5,7 @@
 
 Runs `agentic-rl train recipes/calculator.yaml` (or `recipes/opd.yaml`, forward-KL OPD, when a
 teacher is given) twice from the same checkpoint with `tasks x group` episodes a step: once with
-`rl.micro_batch_rows` equal to the group (one forward per group, the layout before packing) and
+`rl.optim.micro_batch_rows` equal to the group (one forward per group, no packing) and
 once with 8 rows (four groups of 2 a forward). Same seed, so step 1 rolls out the same episodes and
 trains the same loss; the training seconds of that step are the comparison. Written to
 benchmarks/results/micro_batch.json.
@@ -29,8 +29,8 @@ def run(rows: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "agentic_rl.cli", "train", str(ROOT / "recipes" / recipe),
            "--set", f"output_dir={out}", "--set", f"model.name={args.student}", "--set", "sft.examples=0",
            "--set", "eval.baselines=false", "--set", "eval.tasks_per_split=1", "--set", f"rl.steps={args.steps}",
-           "--set", f"rl.tasks_per_step={args.tasks}", "--set", f"rl.group_size={args.group}",
-           "--set", f"rl.micro_batch_rows={rows}", "--set", "log.progress=false"]
+           "--set", f"rl.tasks.per_step={args.tasks}", "--set", f"rl.tasks.group_size={args.group}",
+           "--set", f"rl.optim.micro_batch_rows={rows}", "--set", "log.progress=false"]
     if args.teacher:
         cmd += ["--set", f"distill.teachers=[{args.teacher}]", "--set", "distill.loss=forward"]
     subprocess.run(cmd, check=True, cwd=ROOT)

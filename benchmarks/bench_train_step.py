@@ -1,15 +1,15 @@
-"""Seconds of one GRPO update on a real recipe step, three ways side by side in one run:
+"""Seconds of one GRPO update on a real recipe step, five ways side by side in one run:
 
-  flat-kept     groups of equal rewards trained, as before session 32's fix: eight rewards of 0.1
-                averaged to 0.1 + 7e-9 in float32, so their advantages were 0.0074, not 0, and the
-                zero-spread filter kept them (reproduced here by centring without the exact-zero rule)
-  per-group     the fix: only groups with reward spread trained; each micro-batch forwards its
-                whole prompt (system prompt, tools, task)
-  shared        the fix, and the system prompt forwarded once for all micro-batches (SharedPrompt)
+  flat-kept     groups of equal rewards trained: their advantages centred without the exact-zero
+                rule, so eight rewards of 0.1 average to 0.1 + 7e-9 in float32, get advantages of
+                0.0074 instead of 0, and pass the zero-spread filter (the cost of that rule)
+  per-group     only groups with reward spread trained; each micro-batch forwards its whole prompt
+                (system prompt, tools, task)
+  shared        also the system prompt forwarded once for all micro-batches (SharedPrompt)
   shared+split  also each group whose rows differ much in length forwarded as two micro-batches,
-                short rows and long (rl.split_ragged, session 38)
-  +products     also attention as plain products where its scores are small (trainer/attention.py,
-                session 39); the arms above run the model's stock SDPA attention
+                short rows and long (rl.split_ragged)
+  +products     also attention as plain products where its scores are small (models/attention.py);
+                the arms above run the model's stock SDPA attention
 
     python benchmarks/bench_train_step.py --checkpoint runs/calculator/checkpoints/sft [--threads 2 --reps 2]
 
@@ -32,16 +32,18 @@ import torch
 
 from agentic_rl.algorithms import advantages as adv_module
 from agentic_rl.data.curriculum import make_sampler
-from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.hf import HFEngine
+from agentic_rl.models import forward as forward_module
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.trainer import forward as forward_module
-from agentic_rl.trainer import rl as rl_module
+from agentic_rl.rollout.loop import rollout
+from agentic_rl.trainer import update as update_module
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.credit import compute_credit, outcome_rewards
+from agentic_rl.trainer.credit import Credit, compute_credit, outcome_rewards
+from agentic_rl.trainer.episodes import episodes
 from agentic_rl.trainer.loop import prepare
-from agentic_rl.trainer.stages import _optimizer, rl_pool
+from agentic_rl.trainer.loss_terms import build_loss
+from agentic_rl.trainer.rl_loop import _optimizer, rl_pool
+from agentic_rl.types import RolloutBatch
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "train_step.json"
@@ -49,28 +51,28 @@ RESULTS = ROOT / "benchmarks" / "results" / "train_step.json"
 
 def rollout_step(model, tokenizer, spec, cfg, seed: int):
     """One recipe step's scored groups."""
-    ro, rl = cfg.rollout, cfg.rl
-    make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
-    params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
-    budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s, ro.max_concurrent)
-    tasks = make_sampler(rl.task_sampler, rl_pool(spec, rl), seed=rl.seed).sample(rl.tasks_per_step)
+    rl = cfg.rl
+    ep = episodes(spec, cfg.env.options, cfg.rollout)
+    tasks = make_sampler(rl.tasks.sampler, rl_pool(spec, rl.tasks, rl.steps, rl.seed), seed=rl.seed).sample(rl.tasks.per_step)
     engine = HFEngine(model, tokenizer, cfg.model.precision)
-    groups, _ = rollout(engine, tokenizer, make_env, tasks, rl.group_size, params, budget, seed=seed)
-    return score_groups(spec.make_reward(cfg.env.options), groups, ro.step_timeout_s)
+    groups, _ = rollout(engine, tokenizer, ep.make_env, tasks, rl.tasks.group_size, ep.params, ep.budget, seed=seed)
+    return score_groups(ep.reward, groups, ep.budget.step_timeout_s)
 
 
 def plain_centered(rewards_PG: torch.Tensor) -> torch.Tensor:
-    """The centring before the fix: r - mean, with its float rounding left in."""
+    """Centring without the exact-zero rule: r - mean, with its float rounding left in."""
     return rewards_PG - rewards_PG.mean(dim=1, keepdim=True)
 
 
 def arm_advantages(groups, cfg, arm: str):
+    alg = cfg.rl.algorithm
+    rewards = outcome_rewards(groups, alg, cfg.rollout.max_episode_tokens)
     if arm != "flat-kept":
-        return compute_credit(groups, cfg.rl, outcome_rewards(groups, cfg)).advantages
+        return compute_credit(groups, alg, rewards).advantages
     fixed = adv_module.group_centered
     adv_module.group_centered = plain_centered
     try:
-        return compute_credit(groups, cfg.rl, outcome_rewards(groups, cfg)).advantages
+        return compute_credit(groups, alg, rewards).advantages
     finally:
         adv_module.group_centered = fixed
 
@@ -78,17 +80,19 @@ def arm_advantages(groups, cfg, arm: str):
 def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool,
                  products: bool) -> dict:
     model.load_state_dict(weights)
-    optimizer = _optimizer(model, None, cfg.rl)
-    real, real_split, real_attention = rl_module.shared_prompt, rl_module.split_ragged, forward_module.training_attention
-    rl_module.shared_prompt = real if share else (lambda *args, **kwargs: None)
-    rl_module.split_ragged = real_split if split else (lambda micros: micros)
+    optimizer = _optimizer(model, None, cfg.rl.optim.lr, cfg.rl.critic.lr)
+    real, real_split = update_module.shared_prompt, update_module.split_ragged
+    real_attention = forward_module.training_attention
+    update_module.shared_prompt = real if share else (lambda *args, **kwargs: None)
+    update_module.split_ragged = real_split if split else (lambda micros: micros)
     forward_module.training_attention = real_attention if products else (lambda decoder: nullcontext())
+    batch = update_module.UpdateBatch(RolloutBatch(tuple(groups)), Credit(list(advantages)))
     try:
         t0 = time.perf_counter()
-        m = rl_module.rl_update(model, optimizer, groups, advantages, cfg, pad_id)
+        m = update_module.rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim, pad_id)
         seconds = time.perf_counter() - t0
     finally:
-        rl_module.shared_prompt, rl_module.split_ragged = real, real_split
+        update_module.shared_prompt, update_module.split_ragged = real, real_split
         forward_module.training_attention = real_attention
     return {"seconds": seconds, "groups_trained": m["groups_trained"], "trained_tokens": m["trained_tokens"],
             "loss": m["loss"], "grad_norm": m["grad_norm"]}

@@ -6,8 +6,8 @@ The student samples `--samples` episodes on each of `--tasks` calculator trainin
 temperature 1 (the recipe's budgets); its failures are handed to the teacher (the student itself
 unless `--teacher`) under each setting below, and the verified corrections counted. The settings:
 
-- `answer, ungrounded`: the answer in the hint, every verified correction kept (the behaviour
-  before grounding; a copy of the hint's answer passes the verifier);
+- `answer, ungrounded`: the answer in the hint, every verified correction kept
+  (`hindsight.grounded: false`; a copy of the hint's answer passes the verifier);
 - `answer, grounded`: the same, but the answer must come out of a tool (the default);
 - `solution, restart`: the reference solution's calls in the hint, the episode rewritten from the
   prompt (grounded).
@@ -30,13 +30,13 @@ from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_model
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.hindsight import (
-    HindsightOptions,
     failed_episodes,
     hindsight_corrections,
     reference_solutions,
 )
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.config import HindsightConfig, load_config
+from agentic_rl.trainer.episodes import hindsight_options
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "hindsight_yield.json"
 
@@ -44,9 +44,9 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "hind
 def settings(spec):
     solution = reference_solutions(spec, {})
     return {
-        "answer, ungrounded": HindsightOptions(grounded=False),
-        "answer, grounded": HindsightOptions(),
-        "solution, restart": HindsightOptions(reveal_answer=False, solution=solution, restart="start"),
+        "answer, ungrounded": hindsight_options(HindsightConfig(grounded=False)),
+        "answer, grounded": hindsight_options(HindsightConfig()),
+        "solution, restart": hindsight_options(HindsightConfig(reveal_answer=False, restart="start"), solution),
     }
 
 

@@ -6,6 +6,8 @@ else runs, and the tiny models gain nothing from a second thread.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -45,3 +47,20 @@ def _group(task_id: int, rewards: list[float], gen: torch.Generator) -> Trajecto
         turns = (Turn(prompt, action, (-1.0,) * 6, "a", "stop"), Turn(obs, final, (-1.0,) * 4, "b", "eos"))
         trajs.append(Trajectory(Task(str(task_id), "p"), turns, reward=r))
     return TrajectoryGroup(Task(str(task_id), "p"), tuple(trajs))
+
+
+@pytest.fixture
+def with_questions():
+    """Gives each group a prompt of 20 common tokens (a system prompt and tools, ids 10-29) then a
+    question of its own, as every task of a real step has."""
+
+    def rewrite(groups):
+        out = []
+        for i, g in enumerate(groups):
+            prompt = (*range(10, 30), 300 + i, 400 + i, 500 + i)
+            trajs = tuple(Trajectory(t.task, (replace(t.turns[0], obs_ids=prompt), *t.turns[1:]), reward=t.reward)
+                          for t in g.trajectories)
+            out.append(TrajectoryGroup(g.task, trajs))
+        return out
+
+    return rewrite

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_sft_then_grpo_on_the_real_model(tmp_path):
     cfg = load_config("recipes/calculator.yaml", [
-        f"output_dir={tmp_path}", "sft.examples=96", "rl.steps=2", "rl.tasks_per_step=2",
+        f"output_dir={tmp_path}", "sft.examples=96", "rl.steps=2", "rl.tasks.per_step=2",
         "eval.tasks_per_split=32", "eval.splits=[heldout_in]", "log.progress=false", "log.tensorboard=false"])
     results = train(cfg)
     base = results["base_zero_shot"]["heldout_in"]["accuracy"]

@@ -6,7 +6,7 @@ from importlib import metadata
 
 import pytest
 
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 
 
 def test_duplicate_and_miss():

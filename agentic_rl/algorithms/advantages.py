@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from agentic_rl.algorithms.registry import Registry
 from agentic_rl.algorithms.returns import (
     gae,
     last_sampled_position,
@@ -31,6 +30,7 @@ from agentic_rl.algorithms.returns import (
     reward_to_go,
     turn_end_positions,
 )
+from agentic_rl.registry import Registry
 
 ADVANTAGES: Registry = Registry("outcome advantage kernel")
 ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -84,18 +84,26 @@ def forward_kl_full(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_
     return DistillOutputs(loss, reverse_kl_full(student_NV.detach(), teacher_NV, sampled_N).kl_N)
 
 
-MERGES = ("logits", "probs")
+MERGES: Registry[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = Registry("teacher merge")
+
+
+@MERGES.register("logits")
+def _geometric(stacked_MNV: torch.Tensor, w_M: torch.Tensor) -> torch.Tensor:
+    """log_softmax(sum_i w_i log p_i): a weighted geometric mixture."""
+    return torch.log_softmax((w_M[:, None, None] * stacked_MNV).sum(0), dim=-1)
+
+
+@MERGES.register("probs")
+def _arithmetic(stacked_MNV: torch.Tensor, w_M: torch.Tensor) -> torch.Tensor:
+    """log(sum_i w_i p_i): a weighted arithmetic mixture."""
+    return torch.logsumexp(stacked_MNV + w_M.log()[:, None, None], dim=0)
 
 
 def merge_teachers(teachers: Sequence[torch.Tensor], weights: Sequence[float], rule: str = "logits") -> torch.Tensor:
-    """Log-probabilities (N, V) of the merged teacher, from each teacher's log-probabilities (N, V)."""
+    """Log-probabilities (N, V) of the merged teacher, from each teacher's log-probabilities (N, V);
+    `rule` names a MERGES entry."""
     if len(teachers) == 1:
         return teachers[0]
     w = torch.tensor(weights, dtype=teachers[0].dtype)
     w = w / w.sum()
-    stacked = torch.stack(list(teachers))  # (M, N, V)
-    if rule == "logits":
-        return torch.log_softmax((w[:, None, None] * stacked).sum(0), dim=-1)
-    if rule == "probs":
-        return torch.logsumexp(stacked + w.log()[:, None, None], dim=0)
-    raise KeyError(f"unknown teacher merge {rule!r}; known: {', '.join(MERGES)}")
+    return MERGES.get(rule)(torch.stack(list(teachers)), w)

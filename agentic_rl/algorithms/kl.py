@@ -12,10 +12,12 @@ divergence", http://joschu.net/blog/kl-approx.html), with log r = log pi_ref - l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from agentic_rl.algorithms.aggregation import Aggregation
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 
 KL_ESTIMATORS: Registry = Registry("kl estimator")
 
@@ -68,3 +70,18 @@ def entropy_bonus(
     entropy when coef > 0.
     """
     return -coef * aggregate(entropy_BT, mask_BT, norm)
+
+
+@dataclass(frozen=True)
+class KLPlacement:
+    """Where the KL to the reference enters: the loss (a term), or the reward (a dense penalty the
+    advantages carry, `trainer/credit.py`)."""
+
+    in_loss: bool
+    in_reward: bool
+
+
+# rl.algorithm.kl_mode
+KL_MODES: Registry[KLPlacement] = Registry("kl mode")
+KL_MODES.register("loss")(KLPlacement(in_loss=True, in_reward=False))
+KL_MODES.register("reward")(KLPlacement(in_loss=False, in_reward=True))

@@ -19,7 +19,7 @@ import torch
 
 from agentic_rl.algorithms.aggregation import AGGREGATIONS, Aggregation, seq_mean_token_mean, token_mean
 from agentic_rl.algorithms.kl import KL_ESTIMATORS
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 
 __all__ = [
     "AGGREGATIONS", "KL_ESTIMATORS", "POLICY_LOSSES", "Aggregation", "LossInputs", "LossOutputs",

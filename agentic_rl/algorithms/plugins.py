@@ -5,7 +5,7 @@ A package adds, e.g., in its pyproject.toml
     [project.entry-points."agentic_rl.advantages"]
     my_estimator = "my_pkg.credit:my_estimator"
 
-and a recipe can then say `rl.advantage: my_estimator`. Groups are loaded once, when a recipe is
+and a recipe can then say `rl.algorithm.advantage: my_estimator`. Groups are loaded once, when a recipe is
 checked, never at import time.
 """
 

@@ -1,7 +1,7 @@
 """PPO's critic: a value head on the policy's hidden states and the clipped value loss.
 
 Alignment: `values_BT[:, t]` is V(s_t), the value of the state just before token t is sampled, i.e.
-computed from the same hidden state that predicts token t (`trainer/forward.py`'s `hidden[:, t]`).
+computed from the same hidden state that predicts token t (`models/forward.py`'s `hidden[:, t]`).
 The critic, like the policy, learns only on sampled tokens.
 """
 

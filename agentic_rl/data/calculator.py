@@ -297,7 +297,7 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
 )
 
 # Prompts for RL only: RL needs a checkable answer, not a demonstration, so its prompt set can be wider
-# than the SFT demonstrations (`rl.splits: [train, rl_extra]`). Other scenarios and sentence patterns
+# than the SFT demonstrations (`rl.tasks.splits: [train, rl_extra]`). Other scenarios and sentence patterns
 # again; none shares a wording skeleton with HELDOUT_TEMPLATES (tested), so the out-of-template eval
 # stays unseen by every stage.
 RL_TEMPLATES: tuple[Template, ...] = (
@@ -437,7 +437,7 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
             "split": split,
             "expression": expression,
             "steps": steps,
-            "milestones": [calculator(s) for s in steps[:-1]],  # intermediate results (rl.process_reward)
+            "milestones": [calculator(s) for s in steps[:-1]],  # intermediate results (rl.algorithm.process_reward)
             "difficulty": level,
             "values": values,
         }

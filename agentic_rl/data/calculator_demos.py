@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentic_rl.data.calculator import TEMPLATES_BY_ID, Template
+from agentic_rl.registry import Registry
 from agentic_rl.tools.calculator import calculator
 from agentic_rl.types import Task
 
@@ -42,7 +44,56 @@ def plan_clauses(step_formats: tuple[str, ...], values: Mapping[str, Any]) -> li
     return clauses
 
 
-DEMO_STYLES = ("steps", "plan", "compound", "mixed", "chain")
+@dataclass(frozen=True)
+class _Plan:
+    """What a demonstration says, in a style: its calls and the sentence before each."""
+
+    steps: list[str]  # the calculator calls, in order
+    notes: tuple  # each call's sentence (a template's notes; a tuple of choices or a format string each)
+    lead: str = ""  # said before the first call's sentence
+    clauses: list[str] | None = None  # "plan": every call in words, said before the first
+
+
+Style = Callable[[Task, "Template | None", Mapping[str, Any], random.Random], _Plan]
+DEMO_STYLES: Registry[Style] = Registry("demonstration style")
+
+
+def _word_problem(template: Template | None) -> bool:
+    return template is not None and template.family != "bare"
+
+
+@DEMO_STYLES.register("steps")
+def _steps(task: Task, template: Template | None, values: Mapping[str, Any], rng: random.Random) -> _Plan:
+    return _Plan(task.meta["steps"], template.notes if template is not None else ())
+
+
+@DEMO_STYLES.register("plan")
+def _plan(task: Task, template: Template | None, values: Mapping[str, Any], rng: random.Random) -> _Plan:
+    plan = _steps(task, template, values, rng)
+    return replace(plan, clauses=plan_clauses(template.steps, values)) if _word_problem(template) else plan
+
+
+@DEMO_STYLES.register("compound")
+def _compound(task: Task, template: Template | None, values: Mapping[str, Any], rng: random.Random) -> _Plan:
+    plan = _steps(task, template, values, rng)
+    if not (_word_problem(template) and len(plan.steps) > 1):
+        return plan
+    return _Plan([template.expression.format(**values)], plan.notes[-1:])  # the note that names the answer
+
+
+@DEMO_STYLES.register("chain")
+def _chain(task: Task, template: Template | None, values: Mapping[str, Any], rng: random.Random) -> _Plan:
+    plan = _steps(task, template, values, rng)
+    if not (_word_problem(template) and len(plan.steps) > 1):
+        return plan
+    lead = " ".join(_note(n, rng, values, _partial(template, values, k)) for k, n in enumerate(plan.notes[:-1]))
+    return _Plan([template.expression.format(**values)], plan.notes[-1:], lead + " ")
+
+
+@DEMO_STYLES.register("mixed")
+def _mixed(task: Task, template: Template | None, values: Mapping[str, Any], rng: random.Random) -> _Plan:
+    style = _compound if random.Random(f"mixed:{task.id}").random() < 0.5 else _steps
+    return style(task, template, values, rng)
 
 
 def demonstration(task: Task, seed: int | str | None = None, style: str = "steps",
@@ -50,7 +101,7 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
     """The messages after the user turn that solve `task` with the calculator (hermes tool-call style).
 
     Phrasing is drawn from a rng seeded by the task id (or `seed`), so demos vary across tasks but a
-    task's demo is reproducible. `style`:
+    task's demo is reproducible. `style` (a DEMO_STYLES name):
     - "steps": one call per step of the template, each after its own sentence;
     - "plan": a word problem's first action opens with every call in words ("Plan: multiply 8 by 55,
       then subtract 171."), and each later call restates its clause ("Then subtract 171."), so every
@@ -71,28 +122,18 @@ def demonstration(task: Task, seed: int | str | None = None, style: str = "steps
     action has `"weight": 0`: it stays in the sequence the policy reads but out of the loss, so
     the demonstration teaches the recovery, not the mistake.
     """
-    if style not in DEMO_STYLES:
-        raise ValueError(f"unknown demonstration style {style!r}; choose from {DEMO_STYLES}")
-    if style == "mixed":
-        style = "compound" if random.Random(f"mixed:{task.id}").random() < 0.5 else "steps"
     rng = random.Random(f"demo:{task.id}" if seed is None else seed)
     template = TEMPLATES_BY_ID.get(task.meta.get("template", ""))
     values = task.meta.get("values", {})
-    word_problem = template is not None and template.family != "bare"
-    steps, notes = task.meta["steps"], template.notes if template is not None else ()
-    lead = ""
-    if style in ("compound", "chain") and word_problem and len(steps) > 1:
-        if style == "chain":
-            lead = " ".join(_note(n, rng, values, _partial(template, values, k)) for k, n in enumerate(notes[:-1])) + " "
-        steps, notes = [template.expression.format(**values)], notes[-1:]  # the note that names the answer
-    clauses = plan_clauses(template.steps, values) if style == "plan" and word_problem else None
+    plan = DEMO_STYLES.get(style)(task, template, values, rng)
+    steps, notes, clauses = plan.steps, plan.notes, plan.clauses
     messages: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
-        sentence = lead + _note(notes[i] if i < len(notes) else _GENERIC_NOTE, rng, values, step)
+        sentence = plan.lead + _note(notes[i] if i < len(notes) else _GENERIC_NOTE, rng, values, step)
         if clauses:
             head = "Plan: " + ", then ".join(clauses) if i == 0 else "Then " + clauses[i]
             sentence = f"{head}. {sentence}"
-        recovering = recover and word_problem and len(steps) == 1 and random.Random(f"recover:{task.id}").random() < recover
+        recovering = recover and _word_problem(template) and len(steps) == 1 and random.Random(f"recover:{task.id}").random() < recover
         unit = _unit_after(sentence, step) if recovering else ""
         if unit:
             messages += _call(f"{sentence} {rng.choice(_TOOL_PHRASES)}", f"{step} {unit}", weight=0)

@@ -1,4 +1,4 @@
-"""Task selection: the mixes of `sft.mix` / `rl.mix`, and the RL task samplers (which training tasks
+"""Task selection: the mixes of `sft.mix` / `rl.tasks.mix`, and the RL task samplers (which training tasks
 the next step rolls out).
 
 A group whose samples all succeed or all fail has zero reward spread and teaches GRPO nothing, yet
@@ -13,7 +13,7 @@ difficulty filtering of e.g. Bae et al. 2025 ("Online Difficulty Filtering for R
 RL") and the variance criterion of RAGEN's StarPO-S, applied before sampling instead of after.
 Pass-rate counts decay by `decay` per update, so a kind the policy has learned falls out of focus.
 
-`FailureRateCurriculum` keeps the pool's own shares (`rl.mix`) and tilts them toward the kinds the
+`FailureRateCurriculum` keeps the pool's own shares (`rl.tasks.mix`) and tilts them toward the kinds the
 policy still fails: kind k is drawn with weight n_k ((1 - p_k) + floor), n_k its count in the pool.
 Unlike p(1 - p) it does not starve a kind the policy cannot solve yet — with hindsight
 demonstrations such a kind's failures are a training signal too — while solved kinds fall to the
@@ -31,19 +31,18 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from agentic_rl.registry import Registry
 from agentic_rl.types import Task, TrajectoryGroup
 
-SAMPLERS: dict[str, Callable[..., TaskSampler]] = {}
+# sft.mix and rl.tasks.mix pick from a stream this many times longer than they need: enough of any
+# share a recipe sets
+MIX_STRETCH = 40
+
+SAMPLERS: Registry[Callable[..., TaskSampler]] = Registry("task sampler")
 
 
 def register_sampler(name: str):
-    def add(cls):
-        if name in SAMPLERS:
-            raise ValueError(f"task sampler {name!r} is already registered")
-        SAMPLERS[name] = cls
-        return cls
-
-    return add
+    return SAMPLERS.register(name)
 
 
 def mixed_pool(tasks: Callable[[str, int, int], list[Task]], splits: Sequence[str], n: int, seed: int) -> list[Task]:
@@ -88,9 +87,7 @@ def mixed_tasks(tasks: Sequence[Task], key: str, weights: Mapping[str, float], n
 
 
 def make_sampler(name: str, pool: Sequence[Task], seed: int, **options: Any) -> TaskSampler:
-    if name not in SAMPLERS:
-        raise KeyError(f"unknown task sampler {name!r}; known: {', '.join(sorted(SAMPLERS))}")
-    return SAMPLERS[name](pool, seed=seed, **options)
+    return SAMPLERS.get(name)(pool, seed=seed, **options)
 
 
 class TaskSampler:

@@ -9,15 +9,12 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 means greedy. Logprobs are of the tempered distribution, before top-p.
-    `greedy_rows`: rows decoded greedily whatever the temperature, their logprobs still of the
-    tempered distribution (the trainer's): the greedy members of RL groups."""
+    """temperature 0 means greedy. Logprobs are of the tempered distribution, before top-p."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 128
     stop_strings: tuple[str, ...] = ()
-    greedy_rows: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_new_tokens < 1:

@@ -12,7 +12,7 @@ rows are copied; the prefix all prompts share (system prompt, tool schemas) is p
 kept once, read by every row through `prefix_attention`.
 
 Sampling runs on a bf16 copy of the weights where bf16 is measured to be faster than fp32
-(`engines/precision.py`), and on the policy itself otherwise; `sync_weights` copies the trained
+(`models/precision.py`), and on the policy itself otherwise; `sync_weights` copies the trained
 fp32 weights into it after each update. A LoRA policy's copy is a plain model with the adapters
 merged in, re-merged at each sync.
 """
@@ -28,10 +28,10 @@ import torch
 from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
-from agentic_rl.engines.precision import inference_dtype
 from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
+from agentic_rl.models.precision import inference_dtype
 
 
 class HFEngine:
@@ -118,8 +118,7 @@ class HFSession:
         state = {r: _Action(limit(r)) for r in self.rows}
         parked: dict[int, list[int]] = {}  # rows waiting to feed [last token, *observation]
         while self.rows:
-            greedy_R = torch.tensor([r in params.greedy_rows for r in self.rows]) if params.greedy_rows else None
-            tokens, lps = _sample(logits, params, self.generator, greedy_R)
+            tokens, lps = _sample(logits, params, self.generator)
             for i, row in enumerate(self.rows):
                 act = state.get(row)
                 if act is None or row in parked:  # over, or waiting for its observation to be fed
@@ -300,11 +299,8 @@ def _common_prefix(seqs: list[tuple[int, ...]]) -> int:
     return n
 
 
-def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator,
-            greedy_R: torch.Tensor | None = None):
-    """Next tokens (R,) and their logprobs (R,) under the tempered distribution; rows where
-    `greedy_R` is set take the argmax (every row draws its uniform, so the others' draws do not
-    depend on which rows are greedy)."""
+def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator):
+    """Next tokens (R,) and their logprobs (R,) under the tempered distribution."""
     if params.temperature == 0:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = logp.argmax(dim=-1)
@@ -321,6 +317,4 @@ def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
     cdf = probs.cumsum(dim=-1)
     u = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u)[:, 0].clamp(max=probs.shape[-1] - 1)
-    if greedy_R is not None:
-        tokens = torch.where(greedy_R, logits.argmax(dim=-1), tokens)
     return tokens, logp.gather(1, tokens[:, None])[:, 0]

@@ -1,45 +1,12 @@
 """The env registry: a name -> EnvSpec dict. Third parties add theirs with `register_env` or through
-the `agentic_rl.envs` entry-point group (a callable returning an EnvSpec)."""
+the `agentic_rl.envs` entry-point group (a callable returning an EnvSpec). The built-in envs are
+registered the first time a name is looked up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
 
-from agentic_rl.envs.base import Env
-from agentic_rl.rewards.base import RewardFn
-from agentic_rl.types import Task
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """Everything a recipe needs from an env: episodes, the outcome reward, tasks and demonstrations.
-
-    make_env(options) builds one env per episode; make_reward(options) the outcome reward;
-    tasks(split, n, seed) draws tasks;
-    demonstration(task, env) returns the messages after the user turn that solve it (for SFT), if
-    known; `env` is a fresh instance whose tools produce the observations the demonstration shows.
-    """
-
-    name: str
-    make_env: Callable[[Mapping[str, Any]], Env]
-    make_reward: Callable[[Mapping[str, Any]], RewardFn]
-    tasks: Callable[[str, int, int], list[Task]]
-    splits: tuple[str, ...]
-    demonstration: Callable[[Task, Env], list[dict]] | None = None
-    options: tuple[str, ...] | None = None  # the env.options it reads ("fewshot" is always allowed); None: unchecked
-
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """An option the env never reads is a typo the run would silently ignore: refuse it."""
-        if self.options is None:
-            return
-        unknown = sorted(set(options) - {*self.options, "fewshot"})
-        if unknown:
-            raise KeyError(f"env.options.{unknown[0]}: env {self.name!r} has no such option; "
-                           f"known: {', '.join(sorted(self.options))}")
-
+from agentic_rl.envs.spec import EnvSpec
 
 ENVS: dict[str, EnvSpec] = {}
 
@@ -62,6 +29,17 @@ def get_env(name: str) -> EnvSpec:
     return ENVS[name]
 
 
+_builtin_loaded = False
+
+
 def _load_builtin() -> None:
-    # Importing a module registers it once (Python caches modules), whichever was imported first.
-    from agentic_rl.envs.builtin import calculator, retool, search_r1  # noqa: F401  (each registers itself)
+    """The built-in envs' specs, registered once."""
+    global _builtin_loaded
+    if _builtin_loaded:
+        return
+    _builtin_loaded = True
+    from agentic_rl.envs.builtin import calculator, retool, search_r1
+
+    for module in (calculator, retool, search_r1):
+        for spec in module.SPECS:
+            register_env(spec)

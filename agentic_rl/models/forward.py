@@ -20,9 +20,9 @@ from typing import NamedTuple
 import torch
 from transformers import DynamicCache
 
+from agentic_rl.models.attention import training_attention
 from agentic_rl.models.kv import cache_kwarg, output_cache
-from agentic_rl.trainer.attention import training_attention
-from agentic_rl.trainer.vocab import chunked_token_logprobs
+from agentic_rl.models.vocab import chunked_token_logprobs
 from agentic_rl.types import Batch, Trajectory
 
 
@@ -38,79 +38,6 @@ def common_prefix_len(rows: Sequence[Sequence[int]], masks: Sequence[Sequence[in
     while n < limit and all(r[n] == rows[0][n] for r in rows):
         n += 1
     return n
-
-
-def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
-               advantages: Sequence[torch.Tensor] | None = None) -> Batch:
-    """Rows = the trajectories' exact token sequences. `advantages[i]` is trajectory i's per-token
-    advantage aligned with its `token_ids()` (0 off sampled tokens); None leaves them 0 (SFT)."""
-    rows = [t.token_ids() for t in trajectories]
-    masks = [t.loss_mask() for t in trajectories]
-    lps = [t.sampled_logprobs() for t in trajectories]
-    p = common_prefix_len(rows, masks)
-    width = max(len(r) for r in rows) - p
-    B = len(rows)
-    input_ids = torch.full((B, width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros(B, width, dtype=torch.long)
-    loss_mask = torch.zeros(B, width)
-    adv = torch.zeros(B, width)
-    old = torch.zeros(B, width)
-    for i, (row, mask, lp) in enumerate(zip(rows, masks, lps)):
-        n = len(row) - p
-        input_ids[i, :n] = torch.tensor(row[p:])
-        attention_mask[i, :n] = 1
-        loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
-        old[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
-    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
-    if advantages is not None:
-        adv.copy_(batch_layout(advantages, batch) * loss_mask)
-    return batch
-
-
-def make_packed_batch(rows: Sequence[Sequence[Trajectory]], pad_id: int) -> Batch:
-    """Each row holds several whole trajectories back to back (SFT packing). Attention stays inside
-    each trajectory and positions restart at its start, so each is computed as if it were alone."""
-    seqs = [[(t.token_ids(), t.loss_mask()) for t in row] for row in rows]
-    width = max(sum(len(ids) for ids, _ in row) for row in seqs)
-    B = len(rows)
-    input_ids = torch.full((B, width), pad_id, dtype=torch.long)
-    loss_mask = torch.zeros(B, width)
-    segments = torch.full((B, width), -1, dtype=torch.long)
-    for i, row in enumerate(seqs):
-        at = 0
-        for k, (ids, mask) in enumerate(row):
-            input_ids[i, at : at + len(ids)] = torch.tensor(ids)
-            loss_mask[i, at : at + len(ids)] = torch.tensor(mask, dtype=torch.float)
-            segments[i, at : at + len(ids)] = k
-            at += len(ids)
-    attention = (segments >= 0).long()
-    zeros = torch.zeros(B, width)
-    return Batch((), input_ids, attention, loss_mask, zeros, zeros.clone(), segment_ids=segments)
-
-
-def pack(trajectories: Sequence[Trajectory], max_tokens: int) -> list[list[Trajectory]]:
-    """First-fit-decreasing bins of whole trajectories, each bin at most `max_tokens` long (a longer
-    trajectory gets a bin of its own)."""
-    bins: list[tuple[int, list[Trajectory]]] = []
-    for t in sorted(trajectories, key=lambda t: -len(t.token_ids())):
-        n = len(t.token_ids())
-        for j, (used, members) in enumerate(bins):
-            if used + n <= max_tokens:
-                bins[j] = (used + n, [*members, t])
-                break
-        else:
-            bins.append((n, [t]))
-    return [members for _, members in bins]
-
-
-def batch_layout(rows: Sequence[torch.Tensor], batch: Batch) -> torch.Tensor:
-    """Per-trajectory tensors aligned with `token_ids()` -> the batch's (B, T) layout (prefix cut,
-    right-padded with 0)."""
-    p = len(batch.prefix_ids)
-    out = torch.zeros(batch.input_ids.shape)
-    for i, row in enumerate(rows):
-        out[i, : len(row) - p] = row[p:].float()
-    return out
 
 
 class PolicyOutputs(NamedTuple):
@@ -136,7 +63,7 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
     activation memory at a 49k vocabulary) run only on the positions that are trained, in chunks
-    (`trainer/vocab.py`) unless the entropy needs a gradient or the full distribution is asked for.
+    (`models/vocab.py`) unless the entropy needs a gradient or the full distribution is asked for.
     The value at t comes from the same hidden state (the state before token t is sampled).
     """
     hidden = hidden_states(model, batch, shared)
@@ -211,7 +138,7 @@ def _decoder(model):
 def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> torch.Tensor:
     """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]. With `shared`, a prefix
     that opens with its prompt continues from the prompt's cache instead of forwarding it again.
-    Attention runs as plain products where that is faster (`trainer/attention.py`), except under
+    Attention runs as plain products where that is faster (`models/attention.py`), except under
     gradient checkpointing, whose recompute in the backward pass runs outside this call."""
     decoder = _decoder(model)
     checkpointed = _checkpointed(decoder)

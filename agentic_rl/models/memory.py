@@ -2,7 +2,7 @@
 knobs that shrink it) instead of being killed by the OOM killer an hour in.
 
 The estimate, in bytes, for P parameters (P_t of them trainable), vocabulary V, hidden size H and
-L layers, with the largest micro-batch (k = max(1, rl.micro_batch_rows // G) groups, each a prompt of
+L layers, with the largest micro-batch (k = max(1, micro_batch_rows // G) groups, each a prompt of
 p tokens shared by its G rows; R = kG rows, each at most E generated tokens and O observation tokens):
 
     weights 4P  +  gradients 4P_t  +  AdamW moments 8P_t
@@ -17,7 +17,7 @@ The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer fo
 activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (each layer's fp32
 input) plus one layer's 34·H·2, recomputed in the backward, for the rows' own tokens; the shared
 prompt (one row) is not checkpointed. The prompt counts once: the trainer forwards a group's shared prefix
-once and repeats its KV cache (`trainer/forward.py`). Only sampled tokens are turned into logits,
+once and repeats its KV cache (`models/forward.py`). Only sampled tokens are turned into logits,
 so the vocabulary term covers E tokens a row: the chunked projection keeps only the logits (at most
 4V bytes, 0.20 MB per token for SmolLM2-135M), the plain one (an entropy bonus, distillation) the
 logits, their log-softmax and its gradient in fp32 (12V, 0.59 MB); the layer term is 1.17 MB per
@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import resource
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from agentic_rl.engines.precision import inference_dtype
-from agentic_rl.models.lora import is_lora
-from agentic_rl.trainer.config import Config
+from agentic_rl.models.precision import inference_dtype
 
 GB = 1024**3
 OBSERVATION_TOKENS = 48  # allowance per tool turn
@@ -48,45 +47,61 @@ class MemoryBudgetError(ValueError):
     """The RL stage would need more memory than the machine has available."""
 
 
-def estimate_rl_bytes(model, cfg: Config, prompt_tokens: int = 512) -> dict[str, float]:
-    rl, ro = cfg.rl, cfg.rollout
+@dataclass(frozen=True)
+class RLShape:
+    """What the estimate needs to know of an RL run besides the model."""
+
+    group_size: int
+    micro_batch_rows: int
+    max_episode_tokens: int
+    max_turns: int
+    precision: str  # model.precision
+    reference: bool  # a frozen copy of the policy (a KL term on a full fine-tune)
+    critic_model: bool  # a critic with its own transformer
+    teachers: int  # on-policy distillation teachers
+    full_vocab: bool  # the plain projection (an entropy bonus or teachers): 12V bytes a trained token, not 4V
+    gradient_checkpointing: bool = False
+    async_save: bool = False  # a background state write's host copy
+
+
+def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[str, float]:
     conf = model.config
     P = sum(p.numel() for p in model.parameters())
     P_t = sum(p.numel() for p in model.parameters() if p.requires_grad)
     full = conf.num_hidden_layers * 34 * conf.hidden_size * 2  # bytes per token through the layers
     # checkpointed: each layer's fp32 input kept, one layer's activations live at a time
     hidden = conf.num_hidden_layers * 4 * conf.hidden_size + 34 * conf.hidden_size * 2 \
-        if cfg.model.gradient_checkpointing else full
-    groups = max(1, rl.micro_batch_rows // rl.group_size)  # small groups share a micro-batch
-    rows = groups * rl.group_size
-    generated = rows * ro.max_episode_tokens  # the tokens turned into logits
-    body = generated + rows * OBSERVATION_TOKENS * (ro.max_turns - 1)
-    teachers = len(cfg.distill.teachers)
+        if shape.gradient_checkpointing else full
+    groups = max(1, shape.micro_batch_rows // shape.group_size)  # small groups share a micro-batch
+    rows = groups * shape.group_size
+    generated = rows * shape.max_episode_tokens  # the tokens turned into logits
+    body = generated + rows * OBSERVATION_TOKENS * (shape.max_turns - 1)
+    dtype = inference_dtype(shape.precision)  # the sampler's and autocast's
     parts = {
         "weights": 4 * P,
         "gradients": 4 * P_t,
         "adam_moments": 8 * P_t,
-        "reference": 4 * P if rl.kl_coef > 0 and not is_lora(model) else 0,
-        "critic_model": 16 * P if rl.critic == "model" else 0,
-        "sampler_copy": 2 * P if inference_dtype(cfg.model.precision) != model.dtype else 0,
-        "autocast_copy": 2 * P_t if inference_dtype(cfg.model.precision) == torch.bfloat16 != model.dtype else 0,
+        "reference": 4 * P if shape.reference else 0,
+        "critic_model": 16 * P if shape.critic_model else 0,
+        "sampler_copy": 2 * P if dtype != model.dtype else 0,
+        "autocast_copy": 2 * P_t if dtype == torch.bfloat16 != model.dtype else 0,
         "runtime": RUNTIME_BYTES,
-        "teachers": 4 * P * teachers,
+        "teachers": 4 * P * shape.teachers,
         # the copy an asynchronous state write holds while training goes on: weights and moments
-        "state_copy": (4 * P + 8 * P_t + (12 * P if rl.critic == "model" else 0)) if cfg.checkpoint.async_save else 0,
+        "state_copy": (4 * P + 8 * P_t + (12 * P if shape.critic_model else 0)) if shape.async_save else 0,
         # the shared prompt runs un-checkpointed (one row), the rows' own tokens as configured
-        "activations": groups * prompt_tokens * full + body * hidden + generated * vocab_bytes(cfg) * conf.vocab_size,
-        "critic_activations": (groups * prompt_tokens + body) * full if rl.critic == "model" else 0,
-        "teacher_logits": generated * 4 * conf.vocab_size if teachers else 0,
+        "activations": groups * prompt_tokens * full + body * hidden + generated * vocab_bytes(shape) * conf.vocab_size,
+        "critic_activations": (groups * prompt_tokens + body) * full if shape.critic_model else 0,
+        "teacher_logits": generated * 4 * conf.vocab_size if shape.teachers else 0,
     }
     return {k: float(v) for k, v in parts.items()}
 
 
-def vocab_bytes(cfg: Config) -> int:
+def vocab_bytes(shape: RLShape) -> int:
     """Bytes per vocabulary entry a trained token holds until the backward pass: the kept logits of the
-    chunked projection (`trainer/vocab.py`), 4 (fp32, the larger case); 12 (the logits, log-softmax
+    chunked projection (`models/vocab.py`), 4 (fp32, the larger case); 12 (the logits, log-softmax
     and its gradient in fp32) on the plain path an entropy bonus or on-policy distillation takes."""
-    return 12 if cfg.rl.entropy_coef > 0 or cfg.distill.teachers else 4
+    return 12 if shape.full_vocab else 4
 
 
 def available_bytes() -> float | None:
@@ -106,20 +121,22 @@ def peak_rss_gb() -> float:
     return peak / (GB if sys.platform == "darwin" else 1024**2)
 
 
-def check_memory(model, cfg: Config, prompt_tokens: int = 512, available: float | None = None) -> dict[str, float]:
-    """The estimate in GiB (with what is available); raises MemoryBudgetError when it does not fit."""
-    parts = estimate_rl_bytes(model, cfg, prompt_tokens)
+def check_memory(model, shape: RLShape, prompt_tokens: int = 512, available: float | None = None,
+                 enforce: bool = True) -> dict[str, float]:
+    """The estimate in GiB (with what is available); raises MemoryBudgetError when it does not fit
+    (unless not `enforce`: model.memory_check false)."""
+    parts = estimate_rl_bytes(model, shape, prompt_tokens)
     total = sum(parts.values())
     available = available_bytes() if available is None else available
     report = {f"mem_{k}_gb": round(v / GB, 3) for k, v in parts.items() if v}
     report["mem_estimate_gb"] = round(total / GB, 3)
     if available is not None:
         report["mem_available_gb"] = round(available / GB, 3)
-    if cfg.model.memory_check and available is not None and total > available:
+    if enforce and available is not None and total > available:
         biggest = max(parts, key=parts.get)
         raise MemoryBudgetError(
             f"RL needs about {total / GB:.1f} GiB but {available / GB:.1f} GiB are available "
-            f"(largest part: {biggest}, {parts[biggest] / GB:.1f} GiB). Lower rl.group_size or "
+            f"(largest part: {biggest}, {parts[biggest] / GB:.1f} GiB). Lower rl.tasks.group_size or "
             "rollout.max_episode_tokens, train LoRA (model.lora_rank), or set model.memory_check: false "
             "to try anyway.")
     return report

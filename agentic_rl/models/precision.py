@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 import torch
+
+from agentic_rl.registry import Registry
 
 # bf16 must be at least this much faster than fp32 to be chosen: it costs exactness (sampler and
 # trainer disagree by a few thousandths of a nat a token), which a small gain does not pay for.
@@ -57,17 +60,22 @@ def cpu_bf16_speedup() -> float:
     return _seconds(torch.float32) / _seconds(torch.bfloat16)
 
 
-def inference_dtype(precision: str) -> torch.dtype:
-    """precision: "auto" | "bf16" | "fp32"."""
-    if precision == "fp32":
-        return torch.float32
-    if precision == "bf16":
-        return torch.bfloat16
-    if precision != "auto":
-        raise ValueError(f"precision must be auto, bf16 or fp32, not {precision!r}")
+def _auto() -> torch.dtype:
     if torch.cuda.is_available():
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     return torch.bfloat16 if cpu_bf16_speedup() >= BF16_MIN_SPEEDUP else torch.float32
+
+
+# model.precision -> the dtype it resolves to on this machine
+PRECISIONS: Registry[Callable[[], torch.dtype]] = Registry("precision")
+PRECISIONS.register("auto")(_auto)
+PRECISIONS.register("bf16")(lambda: torch.bfloat16)
+PRECISIONS.register("fp32")(lambda: torch.float32)
+
+
+def inference_dtype(precision: str) -> torch.dtype:
+    """precision: a name in PRECISIONS ("auto" | "bf16" | "fp32")."""
+    return PRECISIONS.get(precision)()
 
 
 def autocast(precision: str, device: str = "cpu"):

@@ -17,7 +17,8 @@ def reward_components(trajs) -> dict[str, float]:
 
 
 def capabilities(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """The six capability dimensions of seed 002, from what the episodes did.
+    """Six capability dimensions of an agent (the agentic-RL survey's taxonomy), from what the
+    episodes did.
 
     format compliance (answer tag, calls well formed); tool-call accuracy (calls that parsed and ran);
     multi-step success (solved, among episodes that made two or more calls); self-correction (solved,
@@ -64,13 +65,11 @@ def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dic
     return {f"accuracy_by_{key}/{k}": statistics.fmean(v) for k, v in correct_by_kind(groups, key).items()}
 
 
-def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0) -> dict[str, float]:
-    """Step metrics of the groups; with greedy members (the first `greedy_per_group` of each group),
-    also their accuracy: during training, what the greedy evaluation will see."""
+def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """Step metrics of the groups."""
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
         return {}
-    greedy = [t.reward_details.get("correct", 0.0) for g in groups for t in g.trajectories[:greedy_per_group]]
     rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
@@ -87,4 +86,4 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup], greedy_per_group: int = 0
         "tool_error_rate": errors / calls if calls else 0.0,
         "truncation_rate": statistics.fmean(t.truncated for t in trajs),
         "episode_error_rate": statistics.fmean(t.error is not None for t in trajs),
-    } | ({"greedy_accuracy": statistics.fmean(greedy)} if greedy else {})
+    }

@@ -4,7 +4,7 @@ The advantage estimators credit a turn's reward to that turn and the turns befor
 over sampled tokens, centred within the task's group; `algorithms/advantages.py`), so a penalty for
 a bad tool call lowers the advantage of exactly the tokens up to that call.
 
-`PROCESS_REWARDS` names them for recipes (`rl.process_reward`): `step_signals`, `milestones` and
+`PROCESS_REWARDS` names them for recipes (`rl.algorithm.process_reward`): `step_signals`, `milestones` and
 `operands`, rule-based and free; names joined by "+" (`step_signals+operands`) add up turn by turn.
 A judge or PRM scores turns through `JudgeTurns` (`rewards/judge.py`).
 """
@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentic_rl.algorithms.registry import Registry
+from agentic_rl.registry import Registry
 from agentic_rl.rewards.grounding import grounded
 from agentic_rl.types import Trajectory, TrajectoryGroup
 

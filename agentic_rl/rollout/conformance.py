@@ -19,7 +19,8 @@ from typing import Any
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.base import StepResult, close_env
-from agentic_rl.envs.registry import EnvSpec, get_env
+from agentic_rl.envs.registry import get_env
+from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, rollout

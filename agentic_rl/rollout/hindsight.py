@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, close_env
+from agentic_rl.registry import Registry
 from agentic_rl.rewards.grounding import grounded, value_pattern
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import conversation_trajectory, demonstrate
@@ -128,12 +129,28 @@ class HintedEnv:
 
 
 @dataclass(frozen=True)
+class Restart:
+    """Where a teacher picks up a failed episode."""
+
+    turn: Callable[[Trajectory], int]  # the first turn the teacher writes; the student's turns before it are kept
+    one_per_task: bool  # every failure of a task gives the teacher the same context: correct one a task
+
+
+# hindsight.restart
+RESTARTS: Registry[Restart] = Registry("hindsight restart")
+RESTARTS.register("failure")(Restart(failure_point, one_per_task=False))
+RESTARTS.register("start")(Restart(lambda t: 0, one_per_task=True))
+
+
+@dataclass(frozen=True)
 class HindsightOptions:
-    reveal_answer: bool = True  # the hint includes the reference answer
-    solution: Callable[[Task], str | None] | None = None  # the reference solution for the hint (solution_hint)
-    restart: str = "failure"  # "failure": keep the student's turns before the failure point; "start": rewrite all
-    grounded: bool = True  # with the answer or solution revealed, keep only corrections whose answer a tool produced
-    min_reward: float = 1.0  # a correction must reach it
+    """The hindsight section of a recipe (`HindsightConfig`), as the rollout uses it."""
+
+    reveal_answer: bool  # the hint includes the reference answer
+    solution: Callable[[Task], str | None] | None  # the reference solution for the hint (solution_hint)
+    restart: str  # a RESTARTS name
+    grounded: bool  # with the answer or solution revealed, keep only corrections whose answer a tool produced
+    min_reward: float  # a correction must reach it
 
 
 @dataclass(frozen=True)
@@ -144,16 +161,15 @@ class HindsightResult:
 
 def hindsight_corrections(
     engine: Engine, tokenizer, make_env: Callable[[], Env], reward_fn, failed: Sequence[Trajectory],
-    params: SamplingParams, budget: Budget, options: HindsightOptions = HindsightOptions(), seed: int = 0,
+    params: SamplingParams, budget: Budget, options: HindsightOptions, seed: int = 0,
 ) -> HindsightResult:
     """Verified corrections of `failed` written by `engine` (the teacher)."""
     if not failed:
         return HindsightResult([], 0)
-    if options.restart not in ("failure", "start"):
-        raise ValueError(f"hindsight restart must be 'failure' or 'start', not {options.restart!r}")
+    restart = RESTARTS.get(options.restart)
     plans = []
     for t in failed:
-        k = failure_point(t) if options.restart == "failure" else 0
+        k = restart.turn(t)
         solution = options.solution(t.task) if options.solution else None
         # with the answer or the solution in the hint, a correction must compute with a tool (`grounded`)
         check = options.grounded and (options.reveal_answer or bool(solution))
@@ -184,7 +200,7 @@ def demonstration_corrections(spec, options: Mapping, tokenizer, failed: Sequenc
     student never samples, the hinted policy mostly fails too. The demonstration always exists, so
     the problems GRPO has no signal on get an expert solution to imitate — ReLIFT's interleaving of
     RL with fine-tuning on the hardest questions (Ma et al. 2025), here inside the RL step. Its
-    correctness is the env's conformance check (`envs/conformance.py`: every demonstration, replayed
+    correctness is the env's conformance check (`rollout/conformance.py`: every demonstration, replayed
     as the policy, earns full reward), not re-scored each step. Failures of one task share one
     demonstration, so each task is corrected once."""
     if spec.demonstration is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import functools
 import math
 import numbers
@@ -28,10 +27,12 @@ from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 @dataclass(frozen=True)
 class Budget:
-    max_turns: int = 4
-    max_new_tokens: int = 128  # per turn
-    max_episode_tokens: int = 512  # generated tokens per episode, all turns
-    step_timeout_s: float = 60.0  # an env step running longer ends its episode with the error; 0 = no limit
+    """An episode's limits (the recipe's `rollout` section, `trainer/episodes.py`)."""
+
+    max_turns: int
+    max_new_tokens: int  # per turn
+    max_episode_tokens: int  # generated tokens per episode, all turns
+    step_timeout_s: float = 0.0  # an env step running longer ends its episode with the error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = all of the batch
 
 
@@ -66,15 +67,10 @@ def rollout(
     params: SamplingParams,
     budget: Budget,
     seed: int = 0,
-    greedy_per_group: int = 0,
 ) -> tuple[list[TrajectoryGroup], RolloutStats]:
-    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset). The
-    first `greedy_per_group` episodes of each group are decoded greedily (`SamplingParams.greedy_rows`)."""
+    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset)."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
-    if greedy_per_group:
-        greedy = frozenset(i for i in range(len(episodes)) if i % group_size < greedy_per_group)
-        params = dataclasses.replace(params, greedy_rows=greedy)
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""

@@ -1,7 +1,13 @@
-"""The typed recipe: sections of flat dataclasses, each default defined once, validated on load.
+"""The typed recipe: frozen sections of flat dataclasses, each default defined once.
 
-A recipe YAML holds the same sections; `--set section.key=value` overrides one field. Unknown keys,
-wrong types and out-of-range values fail with one message naming the key.
+A recipe YAML holds the same sections; `--set section.key=value` (or `rl.optim.lr=...` one level
+deeper) overrides one field. `load_config` parses and checks types and ranges: unknown keys, wrong
+types and out-of-range values fail with one message naming the key. Names that must exist somewhere
+else — an algorithm in its registry, the env and its options, its splits — are checked by
+`trainer/checks.py::check_config`, which `train()` runs before it loads a model.
+
+A config never changes once built. What changes during a run (a collapse remedy raising the entropy
+bonus) is a new config made by `with_values`, and the run logs it as an event.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ class ConfigError(ValueError):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
     name: str = "smollm2"  # "smollm2" (packaged), "tiny", a local HF directory or a hub id
     precision: str = "auto"  # auto | bf16 | fp32: auto = bf16 where a start-up product measures it faster
@@ -32,13 +38,13 @@ class ModelConfig:
     gradient_checkpointing: bool = False  # recompute layer activations in the backward: less memory, one more forward of compute
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvConfig:
     name: str = "calculator"
     options: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
@@ -47,12 +53,9 @@ class RolloutConfig:
     max_episode_tokens: int = 256  # generated tokens per episode
     step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
-    # RL: the first N episodes of each group decoded greedily, trained like the others: the group then
-    # ranks the plan the evaluation's greedy decoding will follow against the sampled ones
-    greedy_per_group: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class SFTConfig:
     examples: int = 0  # demonstrations to train on (the env's own, or the first N of `data`); 0 skips SFT
     data: str = ""  # a JSONL of OpenAI-style conversations or of trajectory records; "" = env demonstrations
@@ -78,27 +81,41 @@ class SFTConfig:
     diversity_samples: int = 4
 
 
-@dataclass
-class RLConfig:
-    steps: int = 0  # 0 skips RL
-    tasks_per_step: int = 4
-    group_size: int = 8
-    minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
-    micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
-    freeze_layers: int = 0  # the lowest N decoder layers take no gradient in RL (a shorter backward pass)
-    task_sampler: str = "uniform"  # uniform | pass_rate | failure_rate (curricula on the pass rate of each task kind)
-    task_pool: int = 4  # the sampler draws from task_pool x steps x tasks_per_step training tasks
+@dataclass(frozen=True)
+class TaskConfig:
+    """rl.tasks: which prompts a step samples, and how many episodes each."""
+
+    per_step: int = 4
+    group_size: int = 8  # episodes per task: the group the advantages are relative to
+    sampler: str = "uniform"  # uniform | pass_rate | failure_rate (curricula on the pass rate of each task kind)
+    pool: int = 4  # the sampler draws from pool x steps x per_step training tasks
     # env splits the RL prompts come from, in equal shares; RL needs no demonstration, so a prompt-only
     # split (the calculator's rl_extra) can widen it beyond what SFT saw. Never an eval split.
     splits: list[str] = field(default_factory=lambda: ["train"])
-    # shares of the RL prompts by a task meta field, as sft.mix (e.g. {bare: 1, one_step: 1, two_step: 3}
+    # shares of the prompts by a task meta field, as sft.mix (e.g. {bare: 1, one_step: 1, two_step: 3}
     # with mix_key "family"), taken from the splits' stream; empty = the splits' own mix
     mix: dict[str, float] = field(default_factory=dict)
     mix_key: str = "family"
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """rl.optim: the optimizer, its schedule, and how a rollout batch is cut into optimizer steps."""
+
     lr: float = 1e-6
-    lr_schedule: str = "constant"  # constant | linear | cosine: decay over the RL steps after the warmup
-    warmup_steps: int = 0  # RL steps of linear warmup from lr / (warmup_steps) to lr
-    advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline
+    schedule: str = "constant"  # constant | linear | cosine: decay over the RL steps after the warmup
+    warmup_steps: int = 0  # RL steps of linear warmup from lr / warmup_steps to lr
+    max_grad_norm: float = 1.0
+    minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
+    epochs: int = 1  # passes over each rollout batch (PPO epochs)
+    micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """rl.algorithm: rewards -> advantages -> the per-token loss (docs/algorithms/)."""
+
+    advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline | gae
     advantage_scale: str = "group"  # grpo only: divide by the std of the group, the batch, or none
     policy_loss: str = "ppo_clip"
     aggregation: str = "token-mean"
@@ -108,30 +125,56 @@ class RLConfig:
     kl_estimator: str = "k3"
     kl_mode: str = "loss"  # loss: a KL term in the loss | reward: a per-token KL penalty in the reward
     entropy_coef: float = 0.0  # > 0 adds an entropy bonus -coef * H to the loss
+    gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)
+    lam: float = 1.0  # GAE lambda
     overlong_buffer: int = 0  # > 0: DAPO's soft overlong penalty over the last N tokens of the episode budget
     overlong_factor: float = 1.0
     mask_truncated: bool = False  # DAPO's overlong filtering: truncated episodes leave the loss
     process_reward: str = ""  # PROCESS_REWARDS names joined by "+" (e.g. step_signals+operands); "" = outcome only
-    train_observations: bool = False  # ablation: tool results are trained on as if sampled (Search-R1 §4)
-    epochs: int = 1  # passes over each rollout batch (PPO epochs)
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """rl.filters: which sampled groups train."""
+
     dynamic_sampling: bool = False  # DAPO: replace groups without reward spread by fresh rollouts
     max_refill_rounds: int = 2
-    critic: str = "none"  # none | value_head (a head on the policy) | model (its own transformer); gae needs one
-    critic_model: str = ""  # critic: model only; "" = a copy of the policy as RL starts
-    critic_lr: float = 1e-4
+    variance_keep: float = 1.0  # StarPO-S: train on this fraction of groups, those with the most reward spread
+
+
+@dataclass(frozen=True)
+class CriticConfig:
+    """rl.critic.kind: PPO's value function (rl.algorithm.advantage: gae needs one)."""
+
+    kind: str = "none"  # none | value_head (a head on the policy) | model (its own transformer)
+    model: str = ""  # kind model only; "" = a copy of the policy as RL starts
+    lr: float = 1e-4
     vf_coef: float = 0.5  # weight of the value loss
     value_clip: float = 0.2
-    gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)
-    lam: float = 1.0  # GAE lambda
-    max_grad_norm: float = 1.0
-    max_bad_steps: int = 3  # consecutive steps with a non-finite loss or gradient (each skipped) before the run stops
-    variance_keep: float = 1.0  # StarPO-S: train on this fraction of groups, those with the most reward spread
-    collapse_window: int = 3  # steps per rolling window of the echo-trap monitor
-    collapse_actions: list[str] = field(default_factory=list)  # remediations on a collapse warning (empty: warn only)
+
+
+@dataclass(frozen=True)
+class CollapseConfig:
+    """rl.collapse: the echo-trap monitor (docs/monitor.md)."""
+
+    window: int = 3  # steps per rolling window
+    actions: list[str] = field(default_factory=list)  # remediations on a warning (empty: warn only)
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    steps: int = 0  # 0 skips RL
     seed: int = 2
+    max_bad_steps: int = 3  # consecutive steps with a non-finite loss or gradient (each skipped) before the run stops
+    tasks: TaskConfig = field(default_factory=TaskConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistillConfig:
     """On-policy distillation (docs/algorithms/opd.md): teachers score the student's own rollouts."""
 
@@ -146,7 +189,7 @@ class DistillConfig:
     routes: dict[str, int] = field(default_factory=dict)  # meta value -> teacher index; others: all, merged
 
 
-@dataclass
+@dataclass(frozen=True)
 class HindsightConfig:
     """Hindsight supervision (docs/algorithms/hindsight.md): failures corrected by a hinted teacher."""
 
@@ -162,7 +205,7 @@ class HindsightConfig:
     teacher: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalConfig:
     tasks_per_split: int = 200
     splits: list[str] = field(default_factory=lambda: ["heldout_in", "heldout_out"])
@@ -172,7 +215,7 @@ class EvalConfig:
     every: int = 0  # also evaluate every N RL steps (a learning curve in metrics.jsonl); 0 = at the end only
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogConfig:
     tensorboard: bool = True
     mlflow: str = ""  # a tracking URI (http://...) or a local directory (MLflow file store); "" = off
@@ -181,7 +224,7 @@ class LogConfig:
     progress: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointConfig:
     """Resumable state checkpoints (`trainer/state.py`), besides the model checkpoints of each stage."""
 
@@ -193,7 +236,7 @@ class CheckpointConfig:
     async_save: bool = False  # write states in a background thread from a host copy (pays where cores idle: GPUs)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     name: str = "run"
     output_dir: str = ""  # default: runs/<name>
@@ -214,14 +257,20 @@ class Config:
         return Path(self.output_dir or Path("runs") / self.name)
 
 
-_POSITIVE = {"sft.grad_accum": 1, "rl.steps": 0, "rl.tasks_per_step": 1, "rl.group_size": 1, "rl.minibatches": 1, "rl.micro_batch_rows": 1, "rl.epochs": 1, "rl.task_pool": 1, "sft.examples": 0, "sft.batch_size": 1,
-             "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1,
-             "eval.tasks_per_split": 1, "eval.batch_size": 1, "sft.epochs": 1,
-             "checkpoint.every": 1, "checkpoint.keep_last": 0, "rl.max_bad_steps": 1, "rollout.max_concurrent": 0, "rollout.greedy_per_group": 0, "rl.warmup_steps": 0, "rl.freeze_layers": 0, "checkpoint.sft_every": 0, "hindsight.max_per_step": 1,
-             "eval.every": 0}
+# the smallest value of each bounded integer field
+_AT_LEAST = {
+    "sft.examples": 0, "sft.batch_size": 1, "sft.grad_accum": 1, "sft.epochs": 1,
+    "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
+    "rl.steps": 0, "rl.max_bad_steps": 1, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
+    "rl.optim.minibatches": 1, "rl.optim.epochs": 1, "rl.optim.micro_batch_rows": 1, "rl.optim.warmup_steps": 0,
+    "rl.filters.max_refill_rounds": 0, "rl.collapse.window": 1, "hindsight.max_per_step": 1,
+    "eval.tasks_per_split": 1, "eval.batch_size": 1, "eval.every": 0,
+    "checkpoint.every": 1, "checkpoint.sft_every": 0, "checkpoint.keep_last": 0,
+}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    """A recipe file (or the defaults) with `key=value` overrides applied, parsed and range-checked."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -236,8 +285,31 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"--set {item!r}: expected key=value")
         _assign(raw, key.strip().split("."), yaml.safe_load(value))
     cfg = _build(Config, raw, "")
-    _check(cfg)
+    _check_ranges(cfg)
     return cfg
+
+
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """A copy of `cfg` with dotted keys replaced (`{"rl.filters.variance_keep": 0.25}`)."""
+    for key, value in values.items():
+        cfg = _replace(cfg, key.split("."), value)
+    return cfg
+
+
+def _replace(section, keys: list[str], value):
+    if len(keys) == 1:
+        return dataclasses.replace(section, **{keys[0]: value})
+    return dataclasses.replace(section, **{keys[0]: _replace(getattr(section, keys[0]), keys[1:], value)})
+
+
+def get_value(cfg: Config, key: str) -> Any:
+    for k in key.split("."):
+        cfg = getattr(cfg, k)
+    return cfg
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
 
 
 def _assign(raw: dict, keys: list[str], value: Any) -> None:
@@ -255,8 +327,8 @@ def _build(cls, raw: Any, where: str):
     names = {f.name for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
+            close = _close_key(cls, str(key))
+            hint = f" (did you mean '{where}{close}'?)" if close else ""
             raise ConfigError(f"unknown key '{where}{key}'{hint}; known: {', '.join(sorted(names))}")
     kwargs = {}
     for name, value in raw.items():
@@ -264,6 +336,19 @@ def _build(cls, raw: Any, where: str):
         key = f"{where}{name}"
         kwargs[name] = _build(tp, value, key + ".") if dataclasses.is_dataclass(tp) else _coerce(tp, value, key)
     return cls(**kwargs)
+
+
+def _close_key(cls, key: str) -> str | None:
+    """The field `key` was probably meant to be: a near spelling here, or a field of that name (or a
+    near one) in one of this section's subsections (`lr` -> `optim.lr`)."""
+    hints = typing.get_type_hints(cls)
+    here = [f.name for f in dataclasses.fields(cls)]
+    below = [f"{f.name}.{g.name}" for f in dataclasses.fields(cls) if dataclasses.is_dataclass(hints[f.name])
+             for g in dataclasses.fields(hints[f.name])]
+    fields = [k for k in here if not dataclasses.is_dataclass(hints[k])]  # a section is no value's key
+    exact = [k for k in below if k.split(".")[1] == key]
+    close = difflib.get_close_matches(key, fields, n=1) or exact or difflib.get_close_matches(key, below, n=1)
+    return close[0] if close else None
 
 
 def _coerce(tp, value: Any, key: str) -> Any:
@@ -296,181 +381,42 @@ def _coerce(tp, value: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
 
 
-def _check(cfg: Config) -> None:
-    for key, low in _POSITIVE.items():
-        section, name = key.split(".")
-        if getattr(getattr(cfg, section), name) < low:
+def _check_ranges(cfg: Config) -> None:
+    """Values that are wrong whatever the env and the registries hold."""
+    for key, low in _AT_LEAST.items():
+        if get_value(cfg, key) < low:
             raise ConfigError(f"{key} must be >= {low}")
-    if not 0 < cfg.rollout.top_p <= 1:
-        raise ConfigError("rollout.top_p must be in (0, 1]")
-    if cfg.rollout.temperature < 0:
-        raise ConfigError("rollout.temperature must be >= 0")
-    if cfg.rl.steps and cfg.rollout.greedy_per_group >= cfg.rl.group_size:
-        raise ConfigError("rollout.greedy_per_group must be below rl.group_size (a group needs a sampled member)")
-    if cfg.model.precision not in ("auto", "bf16", "fp32"):
-        raise ConfigError("model.precision must be auto, bf16 or fp32")
-    if cfg.rl.steps and cfg.rl.group_size < 2:
-        raise ConfigError("rl.group_size must be >= 2: group-relative advantages need several samples")
-    _check_names(cfg.rl)
-    _check_env(cfg.env)
-    _check_splits(cfg)
-    _check_distill(cfg.distill)
-    if cfg.hindsight.teacher not in ("", "demonstration") and _missing_directory(cfg.hindsight.teacher):
-        raise ConfigError(f"hindsight.teacher: no such model directory: {cfg.hindsight.teacher}")
-    if cfg.hindsight.coef < 0:
-        raise ConfigError("hindsight.coef must be >= 0 (0 = off)")
-    if cfg.hindsight.restart not in ("failure", "start"):
-        raise ConfigError(f"hindsight.restart must be failure or start, not {cfg.hindsight.restart!r}")
-    if not 0 <= cfg.sft.heldout < 1:
-        raise ConfigError("sft.heldout must be in [0, 1)")
+    rl, ro, alg = cfg.rl, cfg.rollout, cfg.rl.algorithm
+    rules = [
+        (0 < ro.top_p <= 1, "rollout.top_p must be in (0, 1]"),
+        (ro.temperature >= 0, "rollout.temperature must be >= 0"),
+        (ro.step_timeout_s >= 0, "rollout.step_timeout_s must be >= 0 (0 = no limit)"),
+        (not rl.steps or rl.tasks.group_size >= 2,
+         "rl.tasks.group_size must be >= 2: group-relative advantages need several samples"),
+        (0 < rl.filters.variance_keep <= 1, "rl.filters.variance_keep must be in (0, 1]"),
+        (0 <= alg.gamma <= 1 and 0 <= alg.lam <= 1, "rl.algorithm.gamma and rl.algorithm.lam must be in [0, 1]"),
+        (0 <= alg.overlong_buffer <= ro.max_episode_tokens,
+         "rl.algorithm.overlong_buffer must be in [0, rollout.max_episode_tokens]"),
+        (alg.kl_coef >= 0 and alg.entropy_coef >= 0, "rl.algorithm.kl_coef and rl.algorithm.entropy_coef must be >= 0"),
+        (rl.optim.lr > 0, "rl.optim.lr must be > 0"),
+        (cfg.sft.lr > 0, "sft.lr must be > 0"),
+        (0 <= cfg.sft.heldout < 1, "sft.heldout must be in [0, 1)"),
+        (not (cfg.sft.mix and cfg.sft.data), "sft.mix: mixes the env's demonstrations; it does not apply to sft.data"),
+        (not rl.critic.model or rl.critic.kind == "model", "rl.critic.model is only used with rl.critic.kind: model"),
+        (cfg.hindsight.coef >= 0, "hindsight.coef must be >= 0 (0 = off)"),
+        (cfg.distill.coef >= 0 and cfg.distill.topk >= 1, "distill.coef must be >= 0 and distill.topk >= 1"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
     _check_mix("sft.mix", cfg.sft.mix)
-    _check_mix("rl.mix", cfg.rl.mix)
-    if cfg.sft.mix and cfg.sft.data:
-        raise ConfigError("sft.mix: mixes the env's demonstrations; it does not apply to sft.data")
-    if cfg.sft.data and not Path(cfg.sft.data).exists():
-        raise ConfigError(f"sft.data: file not found: {cfg.sft.data}")
-    if cfg.rl.kl_mode not in ("loss", "reward"):
-        raise ConfigError("rl.kl_mode must be loss or reward")
-    if not 0 <= cfg.rl.overlong_buffer <= cfg.rollout.max_episode_tokens:
-        raise ConfigError("rl.overlong_buffer must be in [0, rollout.max_episode_tokens]")
-    if cfg.rl.train_observations and (cfg.rl.epochs > 1 or cfg.rl.minibatches > 1 or cfg.rl.kl_mode == "reward"):
-        # observation tokens have no sampler logprob: only the on-policy ratio (current / detached
-        # current) and a loss-mode KL are defined on them
-        raise ConfigError("rl.train_observations needs rl.epochs: 1, rl.minibatches: 1 and rl.kl_mode: loss")
-    if cfg.checkpoint.best_mode not in ("max", "min"):
-        raise ConfigError("checkpoint.best_mode must be max or min")
-    if cfg.rollout.step_timeout_s < 0:
-        raise ConfigError("rollout.step_timeout_s must be >= 0 (0 = no limit)")
-    if cfg.rl.kl_coef < 0 or cfg.rl.entropy_coef < 0:
-        raise ConfigError("rl.kl_coef and rl.entropy_coef must be >= 0")
-    for key in ("rl.lr", "sft.lr"):
-        section, name = key.split(".")
-        if getattr(getattr(cfg, section), name) <= 0:
-            raise ConfigError(f"{key} must be > 0")
-
-
-LR_SCHEDULES = ("constant", "linear", "cosine")
-
-
-def _missing_directory(name: str) -> bool:
-    """A model name written as a path (not a hub id like org/name) that does not exist."""
-    return (name.startswith((".", "/", "~")) or name.count("/") > 1) and not Path(name).expanduser().exists()
-
-
-def _check_distill(d: DistillConfig) -> None:
-    from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
-
-    if d.loss not in DISTILL_LOSSES:
-        raise ConfigError(f"distill.loss: unknown distillation loss {d.loss!r}; known: {', '.join(DISTILL_LOSSES.names())}")
-    if d.merge not in MERGES:
-        raise ConfigError(f"distill.merge: expected one of {', '.join(MERGES)}, got {d.merge!r}")
-    if d.weights and len(d.weights) != len(d.teachers):
-        raise ConfigError(f"distill.weights: {len(d.weights)} weights for {len(d.teachers)} teachers")
-    if any(w < 0 for w in d.weights) or (d.weights and sum(d.weights) <= 0):
-        raise ConfigError("distill.weights must be >= 0 with a positive sum")
-    bad = [v for v in d.routes.values() if not 0 <= v < len(d.teachers)]
-    if bad:
-        raise ConfigError(f"distill.routes: teacher index {bad[0]} out of range for {len(d.teachers)} teachers")
-    if d.routes and not d.route_key:
-        raise ConfigError("distill.routes needs distill.route_key (the task meta field to route on)")
-    for name in d.teachers:  # a path that is not there fails now, not after the student has trained
-        if _missing_directory(name):
-            raise ConfigError(f"distill.teachers: no such model directory: {name}")
-    if d.only and not d.teachers:
-        raise ConfigError("distill.only needs distill.teachers")
-    if d.coef < 0 or d.topk < 1:
-        raise ConfigError("distill.coef must be >= 0 and distill.topk >= 1")
-
-
-def _check_env(env: EnvConfig) -> None:
-    """The env exists, reads every option the recipe gives it, and accepts their values (one env is
-    built and closed here, so a bad option fails now and not after the model has loaded)."""
-    from agentic_rl.envs.base import close_env
-    from agentic_rl.envs.registry import get_env
-
-    try:
-        spec = get_env(env.name)
-    except KeyError as e:
-        raise ConfigError(f"env.name: {e.args[0]}") from None
-    try:
-        spec.check_options(env.options)
-        close_env(spec.make_env(env.options))
-    except KeyError as e:
-        msg = e.args[0] if e.args else str(e)
-        raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
+    _check_mix("rl.tasks.mix", rl.tasks.mix)
 
 
 def _check_mix(key: str, mix: dict) -> None:
-    """`sft.mix` / `rl.mix`: shares are numbers >= 0 that do not all vanish."""
+    """`sft.mix` / `rl.tasks.mix`: shares are numbers >= 0 that do not all vanish."""
     bad = [k for k, w in mix.items() if isinstance(w, bool) or not isinstance(w, int | float) or w < 0]
     if bad:
         raise ConfigError(f"{key}.{bad[0]}: a share must be a number >= 0, got {mix[bad[0]]!r}")
     if mix and not sum(mix.values()) > 0:
         raise ConfigError(f"{key}: the shares add up to 0")
-
-
-def _check_splits(cfg: Config) -> None:
-    """RL and eval splits exist in the env, and RL never trains on a split that is evaluated."""
-    from agentic_rl.envs.registry import get_env
-
-    known = get_env(cfg.env.name).splits
-    for key, splits in (("rl.splits", cfg.rl.splits), ("eval.splits", cfg.eval.splits)):
-        unknown = [s for s in splits if s not in known]
-        if unknown:
-            raise ConfigError(f"{key}: env {cfg.env.name!r} has no split {unknown[0]!r}; known: {', '.join(known)}")
-    if not cfg.rl.splits:
-        raise ConfigError("rl.splits must name at least one split")
-    shared = sorted(set(cfg.rl.splits) & set(cfg.eval.splits))
-    if shared:
-        raise ConfigError(f"rl.splits: {shared[0]!r} is also an eval split; RL would train on the test")
-
-
-def _check_names(rl: RLConfig) -> None:
-    """Algorithm names are checked against their registries now, not at the first RL step."""
-    from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
-    from agentic_rl.algorithms.aggregation import AGGREGATIONS
-    from agentic_rl.algorithms.losses import KL_ESTIMATORS, POLICY_LOSSES
-    from agentic_rl.algorithms.plugins import load_plugins
-    from agentic_rl.data.curriculum import SAMPLERS
-
-    load_plugins()
-
-    from agentic_rl.monitor.collapse import REMEDIES
-    from agentic_rl.rewards.process import process_reward
-
-    unknown = [a for a in rl.collapse_actions if a not in REMEDIES]
-    if unknown:
-        raise ConfigError(f"rl.collapse_actions: unknown remediation {unknown[0]!r}; known: {', '.join(REMEDIES.names())}")
-    if not 0 < rl.variance_keep <= 1:
-        raise ConfigError("rl.variance_keep must be in (0, 1]")
-    if rl.process_reward:
-        try:
-            process_reward(rl.process_reward)
-        except KeyError as e:
-            raise ConfigError(f"rl.process_reward: {e.args[0]}") from None
-    if rl.lr_schedule not in LR_SCHEDULES:
-        raise ConfigError(f"rl.lr_schedule: unknown schedule {rl.lr_schedule!r}; known: {', '.join(LR_SCHEDULES)}")
-    if rl.task_sampler not in SAMPLERS:
-        raise ConfigError(f"rl.task_sampler: unknown task sampler {rl.task_sampler!r}; known: {', '.join(sorted(SAMPLERS))}")
-    if rl.critic not in ("none", "value_head", "model"):
-        raise ConfigError(f"rl.critic: expected none, value_head or model, got {rl.critic!r}")
-    if rl.critic_model and rl.critic != "model":
-        raise ConfigError("rl.critic_model is only used with rl.critic: model")
-    if rl.advantage == "gae" and rl.critic == "none":
-        raise ConfigError("rl.advantage: gae needs a critic: set rl.critic: value_head or model")
-    if rl.advantage != "gae" and rl.critic != "none":
-        raise ConfigError(f"rl.critic: a critic is only used by rl.advantage: gae (got {rl.advantage!r})")
-    if not (0 <= rl.gamma <= 1 and 0 <= rl.lam <= 1):
-        raise ConfigError("rl.gamma and rl.lam must be in [0, 1]")
-    for key, registry in (("advantage", ADVANTAGE_ESTIMATORS), ("advantage_scale", SCALES),
-                          ("policy_loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
-                          ("kl_estimator", KL_ESTIMATORS)):
-        if getattr(rl, key) not in registry:
-            raise ConfigError(f"rl.{key}: unknown {registry.kind} {getattr(rl, key)!r}; "
-                              f"known: {', '.join(registry.names())}")
-
-
-def to_dict(cfg: Config) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)

@@ -1,9 +1,9 @@
 """PPO's critic, in the two shapes PPO implementations use.
 
-`rl.critic: value_head` puts a value head on the policy's own hidden states: one forward serves the
-policy and the critic, and the value loss also shapes the shared trunk. `rl.critic: model` gives the
+`rl.critic.kind: value_head` puts a value head on the policy's own hidden states: one forward serves the
+policy and the critic, and the value loss also shapes the shared trunk. `rl.critic.kind: model` gives the
 critic its own transformer (verl's critic worker): a copy of the policy as RL starts, or
-`rl.critic_model` (any model with the policy's tokenizer), with its own forward and learning rate; the
+`rl.critic.model` (any model with the policy's tokenizer), with its own forward and learning rate; the
 value loss never touches the policy's weights. Either way V(s_t) is read off the hidden state that
 predicts token t, on sampled tokens only.
 """
@@ -11,13 +11,15 @@ predicts token t, on sampled tokens only.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from agentic_rl.algorithms.value import ValueHead
-from agentic_rl.trainer.forward import hidden_states
+from agentic_rl.models.forward import hidden_states
+from agentic_rl.registry import Registry
 from agentic_rl.types import Batch
 
 
@@ -47,18 +49,30 @@ class Critic(nn.Module):
             self.backbone.save_pretrained(directory / "model")
 
 
-def make_critic(kind: str, policy, tokenizer, critic_model: str = "") -> Critic | None:
-    """None for `none`; a head on the policy for `value_head`; a separate backbone for `model`."""
-    if kind == "none":
-        return None
-    if kind == "value_head":
-        return Critic(ValueHead(policy.config.hidden_size))
+# rl.critic.kind -> (policy, tokenizer, rl.critic.model) -> the critic, or None
+CRITICS: Registry[Callable[..., Critic | None]] = Registry("critic")
+
+
+@CRITICS.register("none")
+def _no_critic(policy, tokenizer, critic_model: str = "") -> None:
+    return None
+
+
+@CRITICS.register("value_head")
+def _value_head(policy, tokenizer, critic_model: str = "") -> Critic:
+    """A head on the policy's own hidden states."""
+    return Critic(ValueHead(policy.config.hidden_size))
+
+
+@CRITICS.register("model")
+def _critic_model(policy, tokenizer, critic_model: str = "") -> Critic:
+    """A separate backbone: `critic_model` (sharing the policy's tokenizer), or a copy of the policy."""
     if critic_model:
         from agentic_rl.models.loader import load_model
 
         backbone, critic_tokenizer = load_model(critic_model)
         if critic_tokenizer.get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"rl.critic_model {critic_model!r} does not share the policy's tokenizer: "
+            raise ValueError(f"rl.critic.model {critic_model!r} does not share the policy's tokenizer: "
                              "the critic reads the policy's token ids")
     else:
         base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
@@ -67,3 +81,8 @@ def make_critic(kind: str, policy, tokenizer, critic_model: str = "") -> Critic 
         p.requires_grad_(True)
     backbone.eval()
     return Critic(ValueHead(backbone.config.hidden_size), backbone)
+
+
+def make_critic(kind: str, policy, tokenizer, critic_model: str = "") -> Critic | None:
+    """The critic named by `kind` (a CRITICS name)."""
+    return CRITICS.get(kind)(policy, tokenizer, critic_model)

@@ -1,4 +1,6 @@
-"""The SFT graduation report (seed 002): is the model ready for RL?
+"""The SFT graduation report: is the model ready for RL? (SFT should stop at "good enough": loss
+converged, format right at least 90% of the time, outputs still diverse; over-SFT leaves RL little to
+work with.)
 
 Three criteria, each measured, not assumed:
   converged   the training loss no longer falls much: over the last window of steps, the fitted
@@ -17,11 +19,11 @@ import difflib
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from agentic_rl.engines.base import SamplingParams
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.rollout.loop import rollout
+from agentic_rl.trainer.episodes import episodes
 from agentic_rl.types import TrajectoryGroup
 
 
@@ -80,18 +82,15 @@ def graduation_report(engine, tokenizer, spec, cfg, losses: Sequence[float],
     evaluation after SFT). When they open with the report's prompts, the format check reads them
     instead of decoding those prompts a second time."""
     s = cfg.sft
-    make_env = lambda: spec.make_env(cfg.env.options)  # noqa: E731
-    stops = make_env().format.stop_strings
-    budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
+    greedy = episodes(spec, cfg.env.options, cfg.rollout, temperature=0.0, concurrent=False)
     tasks = spec.tasks(cfg.eval.splits[0], s.graduation_prompts, cfg.eval.seed)
     scored = list(evaluated[: len(tasks)])
     if [g.task.id for g in scored] != [t.id for t in tasks]:
-        greedy, _ = rollout(engine, tokenizer, make_env, tasks, 1,
-                            SamplingParams(0.0, 1.0, budget.max_new_tokens, stops), budget)
-        scored = score_groups(spec.make_reward(cfg.env.options), greedy)
+        out, _ = rollout(engine, tokenizer, greedy.make_env, tasks, 1, greedy.params, greedy.budget)
+        scored = score_groups(greedy.reward, out)
     trajs = [t for g in scored for t in g.trajectories]
-    sampled, _ = rollout(engine, tokenizer, make_env, tasks[: s.diversity_prompts], s.diversity_samples,
-                         SamplingParams(1.0, 1.0, budget.max_new_tokens, stops), budget, seed=cfg.seed)
+    sampled, _ = rollout(engine, tokenizer, greedy.make_env, tasks[: s.diversity_prompts], s.diversity_samples,
+                         replace(greedy.params, temperature=1.0), greedy.budget, seed=cfg.seed)
     texts = [[" | ".join(turn.action_text for turn in t.turns) for t in g.trajectories] for g in sampled]
     calls = sum(t.num_tool_calls for t in trajs)
     drop = window_drop(losses, max(5, len(losses) // 5))

@@ -1,5 +1,5 @@
 """Supervised fine-tuning on trajectories: loss on action tokens only (what the policy writes), the
-same token layout and masks as RL.
+same token layout and masks as RL; and the SFT stage of a run (its data, logging and states).
 
 An optimizer step covers `grad_accum` micro-batches of `batch_size` trajectories; the loss is the
 token mean over the whole step (each micro-batch's sum divided by the step's token count), so the
@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
+from tqdm import tqdm
 
-from agentic_rl.engines.precision import autocast
-from agentic_rl.trainer.forward import make_batch, make_packed_batch, pack, token_logprobs
+from agentic_rl.data.curriculum import MIX_STRETCH, mixed_tasks
+from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.forward import token_logprobs
+from agentic_rl.models.precision import autocast
+from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.rollout.demos import demonstrate
+from agentic_rl.rollout.sft_data import load_sft_file
+from agentic_rl.trainer.batching import make_batch, make_packed_batch, pack
+from agentic_rl.trainer.config import Config, SFTConfig
+from agentic_rl.trainer.state import Progress, SavedState, StateStore
 from agentic_rl.types import Trajectory
 
 
@@ -66,41 +75,73 @@ def sft_optimizer(model, lr: float) -> torch.optim.Optimizer:
     return adamw([p for p in model.parameters() if p.requires_grad], lr)
 
 
-def sft_train(
-    model,
-    trajectories: Sequence[Trajectory],
-    lr: float,
-    batch_size: int,
-    epochs: int,
-    pad_id: int,
-    precision: str,
-    seed: int,
-    on_step: Callable[[int, dict], None],
-    grad_accum: int = 1,
-    pack_tokens: int = 0,
-    optimizer: torch.optim.Optimizer | None = None,
-    start_step: int = 0,
-) -> None:
-    """`pack_tokens` > 0: whole trajectories are packed into rows of at most that many tokens, and
-    `batch_size` counts rows. A resumed run passes its restored `optimizer` and the steps already
-    done (`start_step`): the data order is replayed from the seed and those steps are skipped."""
-    optimizer = optimizer or sft_optimizer(model, lr)
-    if pack_tokens:
-        trajectories = pack(trajectories, pack_tokens)
+def sft_steps(model, trajectories: Sequence[Trajectory], s: SFTConfig, pad_id: int, precision: str,
+              optimizer: torch.optim.Optimizer, start_step: int = 0) -> Iterator[tuple[int, dict[str, float]]]:
+    """Trains; yields (optimizer step, its metrics) after each step. With `s.pack` > 0 whole
+    trajectories are packed into rows of at most that many tokens, and `s.batch_size` counts rows. A
+    resumed run passes its restored `optimizer` and the steps already done (`start_step`): the data
+    order is replayed from `s.seed` and those steps are skipped."""
+    if s.pack:
+        trajectories = pack(trajectories, s.pack)
     order = list(range(len(trajectories)))
-    rng = random.Random(seed)
+    rng = random.Random(s.seed)
     step = 0
-    per_step = batch_size * grad_accum
-    for _ in range(epochs):
+    per_step = s.batch_size * s.grad_accum
+    for _ in range(s.epochs):
         rng.shuffle(order)
         for k in range(0, len(order), per_step):
             if step < start_step:
                 step += 1
                 continue
             chunk = [trajectories[i] for i in order[k : k + per_step]]
-            micro = [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+            micro = [chunk[j : j + s.batch_size] for j in range(0, len(chunk), s.batch_size)]
             t0 = time.perf_counter()
             metrics = sft_step(model, optimizer, micro, pad_id, precision)
             step += 1
             metrics["time_step_s"] = time.perf_counter() - t0
-            on_step(step, metrics)
+            yield step, metrics
+
+
+def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
+    """The SFT data: a file (`sft.data`) or the env's demonstrations, capped at `sft.examples`."""
+    s = cfg.sft
+    if s.data:
+        env = spec.make_env(cfg.env.options)
+        data = load_sft_file(s.data, env.format, tokenizer, env.tool_schemas, s.min_reward)
+        return data[: s.examples] if s.examples else data
+    if spec.demonstration is None:
+        raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
+    tasks = (mixed_tasks(spec.tasks("train", MIX_STRETCH * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
+             else spec.tasks("train", s.examples, s.seed))
+    return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
+
+
+def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore,
+            progress: Progress, saved: SavedState | None = None) -> list[float]:
+    """Trains, logs every step (and the held-out loss), returns the training losses. With a state
+    store, a state every `checkpoint.sft_every` steps; a resumed run continues after `progress.sft_step`."""
+    s = cfg.sft
+    data = sft_trajectories(spec, cfg, tokenizer)
+    cut = int(len(data) * s.heldout)
+    held, train_data = data[:cut], data[cut:]
+    total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))
+    bar = tqdm(total=total, initial=progress.sft_step, desc="sft", disable=not cfg.log.progress)
+    optimizer = sft_optimizer(model, s.lr)
+    if saved is not None and progress.sft_step:
+        optimizer.load_state_dict(saved.load("optimizer"))
+    losses: list[float] = progress.sft_losses
+    every = cfg.checkpoint.sft_every
+    for step, metrics in sft_steps(model, train_data, s, tokenizer.pad_token_id, cfg.model.precision, optimizer,
+                                   progress.sft_step):
+        bar.update(1)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}")
+        losses.append(metrics["loss"])
+        logger.log({"step": step, "stage": "sft", **metrics, "time_train_s": metrics["time_step_s"]})
+        if every and step % every == 0 and step < total:
+            progress.sft_step, progress.logger_step = step, logger.global_step
+            store.save(f"sft-step{step}", progress, model, optimizer, config=cfg)
+    bar.close()
+    if held:
+        logger.log({"step": len(losses), "stage": "sft_eval", "heldout_loss": sft_loss(
+            model, held, tokenizer.pad_token_id, cfg.model.precision), "heldout_examples": len(held)})
+    return losses

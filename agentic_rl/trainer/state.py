@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,13 @@ import torch
 import yaml
 
 from agentic_rl.failpoints import failpoint
+from agentic_rl.registry import Registry
 from agentic_rl.trainer.config import CheckpointConfig, Config, to_dict
+
+# checkpoint.best_mode: which of the states' metric values is the best
+BEST_MODES: Registry[Callable] = Registry("best mode")
+BEST_MODES.register("max")(max)
+BEST_MODES.register("min")(min)
 
 
 @dataclass
@@ -219,8 +226,7 @@ class StateStore:
             scored = [(p, json.loads((p / "progress.json").read_text())["metric"]) for p in found]
             scored = [(p, m) for p, m in scored if m is not None]
             if scored:
-                pick = max if self.cfg.best_mode == "max" else min
-                keep.add(pick(scored, key=lambda pm: pm[1])[0])
+                keep.add(BEST_MODES.get(self.cfg.best_mode)(scored, key=lambda pm: pm[1])[0])
         for p in found:
             if p not in keep:
                 shutil.rmtree(p, ignore_errors=True)

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from agentic_rl.algorithms.distill import merge_teachers
-from agentic_rl.engines.precision import autocast
+from agentic_rl.models.forward import policy_forward
+from agentic_rl.models.precision import autocast
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER
-from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.forward import policy_forward
+from agentic_rl.trainer.config import DistillConfig, HindsightConfig
 from agentic_rl.types import Batch, Task
 
 
@@ -51,15 +51,15 @@ class Teachers:
         return list(range(len(self.models)))
 
     @torch.no_grad()
-    def logprobs(self, task: Task, batch: Batch, cfg: Config) -> torch.Tensor:
+    def logprobs(self, task: Task, batch: Batch, precision: str, temperature: float) -> torch.Tensor:
         """(N, V) log-probabilities of the (merged) teacher at the batch's N trained positions."""
         picked = self.chosen(task)
         lps = []
         for i in picked:  # one teacher at a time: only one set of activations alive
             teacher = self.models[i]
             model = teacher.activate() if isinstance(teacher, AdapterTeacher) else teacher
-            with autocast(cfg.model.precision):
-                lps.append(policy_forward(model, batch, cfg.rollout.temperature, full=True).full)
+            with autocast(precision):
+                lps.append(policy_forward(model, batch, temperature, full=True).full)
         return merge_teachers(lps, [self.weights[i] for i in picked], self.merge)
 
 
@@ -109,8 +109,7 @@ def _load_all(names: list[str], tokenizer, why: str) -> list:
     return models
 
 
-def load_teachers(cfg: Config, tokenizer) -> Teachers | None:
-    d = cfg.distill
+def load_teachers(d: DistillConfig, tokenizer) -> Teachers | None:
     if not d.teachers:
         return None
     why = "on-policy distillation compares distributions over the same token ids"
@@ -119,11 +118,11 @@ def load_teachers(cfg: Config, tokenizer) -> Teachers | None:
     return Teachers(models, weights, d.merge, d.route_key, d.routes)
 
 
-def hindsight_teacher(cfg: Config, tokenizer):
+def hindsight_teacher(h: HindsightConfig, tokenizer, precision: str):
     """The engine that writes hindsight corrections, when it is not the policy itself."""
-    if not (cfg.hindsight.coef > 0 and cfg.hindsight.teacher) or cfg.hindsight.teacher == DEMONSTRATION_TEACHER:
+    if not (h.coef > 0 and h.teacher) or h.teacher == DEMONSTRATION_TEACHER:
         return None
     from agentic_rl.engines.hf import HFEngine
 
     why = "its corrections are trained on as the student's own tokens"
-    return HFEngine(_frozen(cfg.hindsight.teacher, tokenizer, "hindsight.teacher", why), tokenizer, cfg.model.precision)
+    return HFEngine(_frozen(h.teacher, tokenizer, "hindsight.teacher", why), tokenizer, precision)

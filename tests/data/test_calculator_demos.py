@@ -136,7 +136,7 @@ def test_mixed_demonstrations_are_compound_or_steps_half_and_half() -> None:
 
 
 def test_unknown_demonstration_style_is_refused() -> None:
-    with pytest.raises(ValueError, match="style"):
+    with pytest.raises(KeyError, match="demonstration style"):
         demonstration(make_tasks(1, seed=0)[0], style="plans")
 
 

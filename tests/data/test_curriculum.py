@@ -72,7 +72,7 @@ def test_pass_rate_metrics_name_each_kind_seen():
 
 
 def test_failure_rate_keeps_the_pool_shares_until_it_has_seen_a_kind():
-    # Invariant: unseen kinds all have p = 1/2, so the draw follows the pool's own mix (rl.mix).
+    # Invariant: unseen kinds all have p = 1/2, so the draw follows the pool's own mix (rl.tasks.mix).
     pool = [Task(f"{k}-{i}", "p", meta={"template": k}) for i in range(300) for k in ("a", "a", "b")]
     drawn = collections.Counter(t.meta["template"] for t in FailureRateCurriculum(pool, seed=1).sample(300))
     assert 170 < drawn["a"] < 230  # 2/3 of 300 = 200; binomial sd ~8

@@ -135,33 +135,6 @@ def test_a_lora_policy_samples_from_a_merged_copy_that_follows_each_update(tiny,
     torch.testing.assert_close(torch.tensor(sample.logprobs), want, atol=0.1, rtol=0)
 
 
-def test_greedy_rows_take_the_argmax_scored_under_the_tempered_distribution(tiny, tokenizer):
-    """Rows 0 and 2 of four on one prompt are greedy at temperature 0.7: they decode exactly what a
-    temperature-0 session decodes, each logprob is the tempered one (log_softmax(logits / 0.7) of
-    the full forward, what the trainer computes), and rows 1 and 3 draw the same tokens as in a
-    session without greedy rows (every row draws its uniform either way)."""
-    engine = HFEngine(tiny, tokenizer, precision="fp32")
-    prompt = tokenizer.encode("Same prompt for the whole group")
-
-    def run(params):
-        out: dict[int, object] = {}
-        engine.session(seed=3).run({i: prompt for i in range(4)}, params,
-                                   lambda row, sample: out.setdefault(row, sample) and None)
-        return out
-
-    mixed = run(SamplingParams(temperature=0.7, max_new_tokens=6, greedy_rows=frozenset({0, 2})))
-    greedy = run(SamplingParams(temperature=0.0, max_new_tokens=6))
-    sampled = run(SamplingParams(temperature=0.7, max_new_tokens=6))
-    assert mixed[0].ids == mixed[2].ids == greedy[0].ids
-    assert (mixed[1].ids, mixed[3].ids) == (sampled[1].ids, sampled[3].ids)
-    assert sampled[1].ids != greedy[0].ids  # the sampled rows are samples: the check above is not vacuous
-    with torch.no_grad():
-        logits = tiny(input_ids=torch.tensor([prompt + list(greedy[0].ids)])).logits[0].float()
-    tempered = torch.log_softmax(logits / 0.7, -1)
-    for k, (tok, lp) in enumerate(zip(mixed[0].ids, mixed[0].logprobs)):
-        assert abs(tempered[len(prompt) + k - 1, tok].item() - lp) < 1e-4
-
-
 def test_observations_fed_to_some_rows_leave_the_others_exact(tiny, tokenizer, monkeypatch):
     """Row 0 gets a 40-token observation while rows 1 and 2 are mid-action: it is fed in a forward of
     row 0 alone, the others' caches get masked columns, and the padding columns are later dropped

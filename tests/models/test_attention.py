@@ -1,4 +1,4 @@
-"""The trainer's attention (`trainer/attention.py`): plain products where the scores are small, the
+"""The trainer's attention (`models/attention.py`): plain products where the scores are small, the
 fused SDPA kernel otherwise; either way the model's own attention, to fp32 rounding."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import pytest
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from agentic_rl.trainer import attention, forward
-from agentic_rl.trainer.attention import EAGER_MAX_PER_HEAD, products, train_attention_forward
-from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.models import attention, forward
+from agentic_rl.models.attention import EAGER_MAX_PER_HEAD, products, train_attention_forward
+from agentic_rl.models.forward import token_logprobs
+from agentic_rl.trainer.batching import make_batch
 from agentic_rl.types import Trajectory
 
 

@@ -1,4 +1,4 @@
-"""The training forward pass (`trainer/forward.py`): under gradient checkpointing, and with the
+"""The training forward pass (`models/forward.py`): under gradient checkpointing, and with the
 step's common prompt forwarded once for all micro-batches (`SharedPrompt`)."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentic_rl.models.forward import policy_forward, shared_prompt, token_logprobs
 from agentic_rl.models.loader import enable_gradient_checkpointing
-from agentic_rl.trainer.forward import make_batch, policy_forward, shared_prompt, token_logprobs
+from agentic_rl.trainer.batching import make_batch
 
 HEAD = tuple(range(10, 30))  # the opening of `with_questions`'s prompts (tests/trainer/conftest.py)
 

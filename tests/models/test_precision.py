@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentic_rl.engines import precision
+from agentic_rl.models import precision
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_explicit_precision_is_never_overridden(speedup):
     assert precision.inference_dtype("bf16") == torch.bfloat16
     speedup(5.0)
     assert precision.inference_dtype("fp32") == torch.float32
-    with pytest.raises(ValueError, match="precision"):
+    with pytest.raises(KeyError, match="unknown precision"):
         precision.inference_dtype("fp16")
 
 

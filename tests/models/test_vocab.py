@@ -1,12 +1,12 @@
-"""The chunked vocabulary projection (`trainer/vocab.py`) against the plain one it replaces."""
+"""The chunked vocabulary projection (`models/vocab.py`) against the plain one it replaces."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from agentic_rl.trainer import vocab
-from agentic_rl.trainer.vocab import chunked_token_logprobs
+from agentic_rl.models import vocab
+from agentic_rl.models.vocab import chunked_token_logprobs
 
 
 def _plain(hidden, weight, targets, temperature):

@@ -32,7 +32,7 @@ def test_mlflow_local_store(tmp_path):
     from mlflow.tracking import MlflowClient
 
     store = tmp_path / "mlruns"
-    logger = MetricsLogger(tmp_path, tensorboard=False, mlflow=str(store), run_name="demo", config={"rl": {"lr": 1e-6}})
+    logger = MetricsLogger(tmp_path, tensorboard=False, mlflow=str(store), run_name="demo", config={"rl": {"optim": {"lr": 1e-6}}})
     for r in STEPS:
         logger.log(r)
     run_id = logger._sinks[0].run.info.run_id
@@ -40,7 +40,7 @@ def test_mlflow_local_store(tmp_path):
     client = MlflowClient(store.resolve().as_uri())
     history = client.get_metric_history(run_id, "rl/reward_mean")
     assert [(m.step, round(m.value, 4)) for m in history] == [(1, 0.1), (2, 0.2), (3, 0.3)]
-    assert client.get_run(run_id).data.params["rl.lr"] == "1e-06"
+    assert client.get_run(run_id).data.params["rl.optim.lr"] == "1e-06"
 
 
 def test_a_missing_backend_is_a_message(tmp_path, capsys, monkeypatch):

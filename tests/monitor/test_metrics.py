@@ -39,32 +39,16 @@ def test_per_turn_entropy_averages_to_the_mean_entropy(tiny, tokenizer, make_gro
     import torch
 
     from agentic_rl.trainer.config import load_config
-    from agentic_rl.trainer.credit import compute_credit
-    from agentic_rl.trainer.rl import rl_update
+    from tests.helpers import update
 
     cfg = load_config("recipes/tiny.yaml")
     groups = [make_group(0, [1.0, 0.0], torch.Generator().manual_seed(0))]
     opt = torch.optim.SGD(tiny.parameters(), lr=0.0)
-    m = rl_update(tiny, opt, groups, compute_credit(groups, cfg.rl).advantages, cfg, tokenizer.pad_token_id)
+    m = update(tiny, opt, groups, cfg, tokenizer.pad_token_id)
     turn_tokens = [6 * 2, 4 * 2]  # make_group: 6 sampled tokens in turn 0, 4 in turn 1, two samples
     weighted = sum(m[f"entropy_turn{k}"] * n for k, n in enumerate(turn_tokens)) / sum(turn_tokens)
     assert weighted == pytest.approx(m["entropy"], rel=1e-5)
     assert m["ratio_mean"] == pytest.approx(1.0) and m["ratio_max"] == pytest.approx(1.0)
-
-
-def test_greedy_accuracy_reads_the_first_members_of_each_group():
-    """Groups of three with the greedy members first. Greedy right in the first group only: 1 of 2
-    (and 3 of 6 episodes right in all); with two greedy members each, 2 of 4; with the second
-    group's right episode moved to the front, both greedy members right: 1.0."""
-    first = TrajectoryGroup(Task("t", "q"), (_ep("a", 1, 0, 1.0), _ep("a", 1, 0, 0.0), _ep("a", 1, 0, 0.0)))
-    second = TrajectoryGroup(Task("u", "q"), (_ep("a", 1, 0, 0.0), _ep("a", 1, 0, 1.0), _ep("a", 1, 0, 1.0)))
-    m = rollout_metrics([first, second], greedy_per_group=1)
-    assert m["greedy_accuracy"] == 0.5 and m["accuracy"] == 0.5
-    m = rollout_metrics([first, second], greedy_per_group=2)
-    assert m["greedy_accuracy"] == 0.5  # (1 + 0 + 0 + 1) / 4
-    second_greedy_right = TrajectoryGroup(Task("u", "q"), (second.trajectories[1], *second.trajectories[::2]))
-    assert rollout_metrics([first, second_greedy_right], greedy_per_group=1)["greedy_accuracy"] == 1.0
-    assert "greedy_accuracy" not in rollout_metrics([first, second])
 
 
 def test_accuracy_by_template_averages_each_kind_over_its_groups():

@@ -10,8 +10,8 @@ import pytest
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
-from agentic_rl.envs.conformance import check_env
 from agentic_rl.envs.registry import ENVS, get_env, register_env
+from agentic_rl.rollout.conformance import check_env
 
 _counter = itertools.count()
 

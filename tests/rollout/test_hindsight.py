@@ -13,7 +13,6 @@ from agentic_rl.envs.registry import get_env
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.hindsight import (
-    HindsightOptions,
     as_context,
     demonstration_corrections,
     failed_episodes,
@@ -23,10 +22,17 @@ from agentic_rl.rollout.hindsight import (
     solution_hint,
 )
 from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.trainer.config import HindsightConfig
+from agentic_rl.trainer.episodes import hindsight_options
 
 CALL = '<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{}"}}}}\n</tool_call>'
 SPEC = get_env("calculator")
 BUDGET = Budget(4, 64, 256)
+
+
+def options(solution=None, **kw):
+    """The recipe's hindsight defaults, with `kw` changed."""
+    return hindsight_options(HindsightConfig(**kw), solution)
 
 
 def _student(tokenizer):
@@ -66,7 +72,7 @@ def test_only_verified_corrections_are_kept_without_the_hint(tokenizer, teacher_
     failed = failed_episodes(groups, 1.0, 8)
     teacher = _computing_teacher(tokenizer, failed, teacher_right)
     out = hindsight_corrections(teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
-                                params, BUDGET, HindsightOptions(reveal_answer=True))
+                                params, BUDGET, options(reveal_answer=True))
     assert out.attempts == 2
     if not teacher_right:
         assert out.corrections == []
@@ -104,8 +110,8 @@ def test_a_correction_that_copies_the_revealed_answer_is_not_kept(tokenizer, che
 
     args = (ScriptedEngine(tokenizer, script), tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
             params, BUDGET)
-    assert hindsight_corrections(*args, HindsightOptions()).corrections == []
-    assert len(hindsight_corrections(*args, HindsightOptions(grounded=False)).corrections) == 2
+    assert hindsight_corrections(*args, options()).corrections == []
+    assert len(hindsight_corrections(*args, options(grounded=False)).corrections) == 2
 
 
 def _call(expr):
@@ -124,10 +130,10 @@ def test_restart_and_the_solution_hint(tokenizer):
     two = solution_hint([{"role": "assistant", "tool_calls": [_call("16 * 51")]}, {"role": "tool", "content": "816"},
                          {"role": "assistant", "tool_calls": [_call("816 / 4")]}, {"role": "tool", "content": "204"}])
     assert '"16 * 51"' in two and '"<result of call 1> / 4"' in two and "816" not in two  # no leaked intermediate
-    options = HindsightOptions(solution=lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({}))),
-                               restart="start")
+    start = options(solution=lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({}))),
+                    restart="start")
     out = hindsight_corrections(_computing_teacher(tokenizer, failed), tokenizer, lambda: SPEC.make_env({}),
-                                SPEC.make_reward({}), failed, params, BUDGET, options)
+                                SPEC.make_reward({}), failed, params, BUDGET, start)
     assert sol in out.corrections[0].task.meta["hint"]  # the hint the teacher was given
     assert len(out.corrections) == 2 and all(c.task.meta["failure_turn"] == 0 for c in out.corrections)
     assert all("2+2" not in tokenizer.decode(c.token_ids()) and "A correct solution" not in tokenizer.decode(
@@ -183,9 +189,9 @@ def test_with_the_solution_shown_a_correction_must_compute_with_the_tool(tokeniz
     teacher = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{failed[row].task.answer}</answer>{eos}")
     solution = lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({})))  # noqa: E731
     args = (teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed, params, BUDGET)
-    assert hindsight_corrections(*args, HindsightOptions(reveal_answer=False, solution=solution,
+    assert hindsight_corrections(*args, options(reveal_answer=False, solution=solution,
                                                          restart="start")).corrections == []
-    kept = hindsight_corrections(*args, HindsightOptions(reveal_answer=False, solution=solution, restart="start",
+    kept = hindsight_corrections(*args, options(reveal_answer=False, solution=solution, restart="start",
                                                          grounded=False)).corrections
     assert len(kept) == 2
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agentic_rl.data.sft_data import load_sft_file
 from agentic_rl.envs.formats import HERMES
 from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rollout.sft_data import load_sft_file
 from agentic_rl.tools import calculator, function_schema
 
 TOOLS = [function_schema(calculator)]
@@ -84,12 +84,12 @@ def test_bad_lines_name_their_number(tmp_path, tokenizer, line, message):
 def test_teacher_demonstrations_keep_what_the_verifier_accepts(tokenizer):
     """The teacher answers every task either right (its demonstration) or wrong; only the right
     episodes survive, with the tokens the teacher produced."""
-    from agentic_rl.data.sft_data import teacher_demonstrations
     from agentic_rl.engines.base import SamplingParams
     from agentic_rl.engines.scripted import ScriptedEngine
     from agentic_rl.envs.registry import get_env
     from agentic_rl.rollout.demos import demonstrate
     from agentic_rl.rollout.loop import Budget
+    from agentic_rl.rollout.sft_data import teacher_demonstrations
 
     spec = get_env("calculator")
     tasks = spec.tasks("train", 3, 0)

@@ -14,8 +14,9 @@ import torch
 import agentic_rl.engines.hf as hf
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.registry import get_env
+from agentic_rl.models.forward import token_logprobs
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.trainer.forward import make_batch, token_logprobs
+from agentic_rl.trainer.batching import make_batch
 
 ACTIONS = [
     'I will use the calculator.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n</tool_call>',
@@ -29,8 +30,8 @@ def _scripted_sampler(tokenizer, monkeypatch, fed: dict):
     state: dict[int, list[int]] = {}
     real_sample = hf._sample
 
-    def sample(logits, params, generator, greedy_R=None):
-        tokens, _ = real_sample(logits, params, generator, greedy_R)
+    def sample(logits, params, generator):
+        tokens, _ = real_sample(logits, params, generator)
         rows = logits.shape[0]
         for r in range(rows):
             queue = state.setdefault(r, [t for s in scripts for t in s])
@@ -83,19 +84,3 @@ def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch)
     torch.testing.assert_close(logp[m], batch.old_logprobs[m], atol=1e-4, rtol=0)
 
 
-def test_greedy_members_of_a_group_are_the_greedy_episode(tiny, tokenizer):
-    """`greedy_per_group=1` with groups of 3 at temperature 1: each group's first episode is token
-    for token the temperature-0 episode of its task (tool turns included), the others are samples."""
-    spec = get_env("calculator")
-    tasks = spec.tasks("train", 2, 0)
-    engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
-    stops = ("</tool_call>",)
-    budget = Budget(2, 12, 24)
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 3,
-                        SamplingParams(temperature=1.0, max_new_tokens=12, stop_strings=stops), budget,
-                        greedy_per_group=1)
-    greedy, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 1,
-                        SamplingParams(temperature=0.0, max_new_tokens=12, stop_strings=stops), budget)
-    for g, ref in zip(groups, greedy):
-        assert g.trajectories[0].token_ids() == ref.trajectories[0].token_ids()
-        assert all(t.token_ids() != ref.trajectories[0].token_ids() for t in g.trajectories[1:])

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
+import yaml
 
 from agentic_rl.cli import main
-from agentic_rl.trainer.config import ConfigError, load_config
+from agentic_rl.trainer.checks import check_config
+from agentic_rl.trainer.config import Config, ConfigError, load_config, with_values
 
 
 @pytest.fixture
@@ -24,39 +29,88 @@ def recipe(tmp_path):
         ("rl:\n  stepz: 3\n", [], "unknown key 'rl.stepz'"),
         ("bogus: 1\n", [], "unknown key 'bogus'"),
         ("rl:\n  steps: three\n", [], "rl.steps: expected int"),
-        ("rl:\n  lr: true\n", [], "rl.lr: expected float"),
+        ("rl:\n  optim:\n    lr: true\n", [], "rl.optim.lr: expected float"),
+        ("rl:\n  lr: 1.0e-5\n", [], "unknown key 'rl.lr'"),  # a knob of the flat RL section: now rl.optim.lr
         ("rl: 5\n", [], "rl: expected a section"),
-        ("", ["rl.group_size=1", "rl.steps=2"], "rl.group_size must be >= 2"),
+        ("", ["rl.tasks.group_size=1", "rl.steps=2"], "rl.tasks.group_size must be >= 2"),
         ("", ["rollout.top_p=1.5"], "rollout.top_p"),
-        ("", ["rl.steps=2", "rl.group_size=4", "rollout.greedy_per_group=4"], "rollout.greedy_per_group must be below rl.group_size"),
-        ("", ["rollout.greedy_per_group=-1"], "rollout.greedy_per_group must be >= 0"),
-        ("", ["rl.advantage=grpoo"], "rl.advantage: unknown advantage estimator 'grpoo'; known: dr_grpo"),
-        ("", ["rl.policy_loss=ppo"], "rl.policy_loss: unknown policy loss 'ppo'"),
-        ("", ["rl.advantage=gae"], "rl.advantage: gae needs a critic"),
-        ("", ["rl.minibatches=0"], "rl.minibatches must be >= 1"),
-        ("", ["model.precision=fp8"], "model.precision"),
+        ("", ["rollout.greedy_per_group=1"], "unknown key 'rollout.greedy_per_group'"),  # removed knobs
+        ("", ["rl.freeze_layers=10"], "unknown key 'rl.freeze_layers'"),
+        ("", ["rl.train_observations=true"], "unknown key 'rl.train_observations'"),
+        ("", ["rl.algorithm.advantage=grpoo"], "rl.algorithm.advantage: unknown advantage estimator 'grpoo'; known: dr_grpo"),
+        ("", ["rl.algorithm.policy_loss=ppo"], "rl.algorithm.policy_loss: unknown policy loss 'ppo'"),
+        ("", ["rl.algorithm.advantage=gae"], "rl.algorithm.advantage: gae needs a critic"),
+        ("", ["rl.optim.minibatches=0"], "rl.optim.minibatches must be >= 1"),
+        ("", ["model.precision=fp8"], "model.precision: unknown precision 'fp8'; known: auto, bf16, fp32"),
+        ("", ["rl.optim.schedule=exp"], "rl.optim.schedule: unknown lr schedule 'exp'; known: constant, cosine, linear"),
+        ("", ["rl.algorithm.kl_mode=both"], "rl.algorithm.kl_mode: unknown kl mode 'both'; known: loss, reward"),
+        ("", ["rl.critic.kind=head"], "rl.critic.kind: unknown critic 'head'; known: model, none, value_head"),
+        ("", ["distill.merge=mean"], "distill.merge: unknown teacher merge 'mean'; known: logits, probs"),
+        ("", ["hindsight.restart=end"], "hindsight.restart: unknown hindsight restart 'end'; known: failure, start"),
+        ("", ["checkpoint.best_mode=top"], "checkpoint.best_mode: unknown best mode 'top'; known: max, min"),
+        ("", ["rl.collapse.actions=[panic]"], "rl.collapse.actions: unknown collapse remediation 'panic'"),
         ("", ["rl.steps"], "expected key=value"),
-        ("", ["rl.train_observations=true", "rl.epochs=2"], "rl.train_observations needs rl.epochs: 1"),
-        ("", ["rl.splits=[train, rl_extr]"], "rl.splits: env 'calculator' has no split 'rl_extr'"),
-        ("", ["rl.splits=[train, heldout_out]"], "rl.splits: 'heldout_out' is also an eval split"),
-        ("", ["rl.splits=[]"], "rl.splits must name at least one split"),
+        ("", ["rl.tasks.splits=[train, rl_extr]"], "rl.tasks.splits: env 'calculator' has no split 'rl_extr'"),
+        ("", ["rl.tasks.splits=[train, heldout_out]"], "rl.tasks.splits: 'heldout_out' is also an eval split"),
+        ("", ["rl.tasks.splits=[]"], "rl.tasks.splits must name at least one split"),
         ("", ["eval.splits=[test]"], "eval.splits: env 'calculator' has no split 'test'"),
         ("", ["sft.mix={bare: -1}"], "sft.mix.bare: a share must be a number >= 0"),
         ("", ["sft.mix={bare: 0}"], "sft.mix: the shares add up to 0"),
         ("", ["sft.mix=[1, 2]"], "sft.mix: expected a dict"),
-        ("", ["rl.mix={two_step: -1}"], "rl.mix.two_step: a share must be a number >= 0"),
-        ("", ["rl.mix={bare: 0, two_step: 0}"], "rl.mix: the shares add up to 0"),
+        ("", ["rl.tasks.mix={two_step: -1}"], "rl.tasks.mix.two_step: a share must be a number >= 0"),
+        ("", ["rl.tasks.mix={bare: 0, two_step: 0}"], "rl.tasks.mix: the shares add up to 0"),
         ("", ["hindsight.teacher=no/such/dir"], "hindsight.teacher: no such model directory"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
+    """Types and ranges fail in `load_config`; names that must exist (registries, the env, its splits,
+    directories) in `check_config`, which `train()` runs first."""
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("'", "'")):
-        load_config(recipe(text), overrides)
+        check_config(load_config(recipe(text), overrides))
+
+
+def test_the_config_is_frozen_and_changes_make_a_new_one():
+    cfg = load_config("recipes/calculator.yaml")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.rl.optim.lr = 1.0
+    raised = with_values(cfg, {"rl.optim.lr": 1.0, "rl.filters.variance_keep": 0.25})
+    assert raised.rl.optim.lr == 1.0 and raised.rl.filters.variance_keep == 0.25
+    assert cfg.rl.optim.lr == 1e-5 and cfg.rl.filters.variance_keep == 0.5  # the recipe's, unchanged
+    assert raised.rl.tasks == cfg.rl.tasks  # the rest is shared
+
+
+@pytest.mark.parametrize("recipe_file", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_recipe_loads_and_checks(recipe_file):
+    """Each recipe in recipes/ parses, and everything it names exists (the OPD recipe's teacher is the
+    main job's output, so its directory is not required here)."""
+    cfg = load_config(recipe_file)
+    if cfg.distill.teachers:
+        cfg = with_values(cfg, {"distill.teachers": []})
+        cfg = with_values(cfg, {"distill.only": False})
+    check_config(cfg)
+    assert cfg.name == recipe_file.stem
+
+
+@pytest.mark.parametrize("recipe_file", sorted(Path("recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_no_recipe_line_restates_a_default(recipe_file):
+    """A recipe says what differs from the defaults: every value it sets is not the default's, but for
+    what names the job (its model and env), which a reader of the recipe needs to see."""
+    raw = yaml.safe_load(recipe_file.read_text())
+    defaults = dataclasses.asdict(Config())
+
+    def walk(section: dict, default: dict, where: str) -> None:
+        for key, value in section.items():
+            if isinstance(value, dict) and isinstance(default.get(key), dict) and key not in ("mix", "options", "routes"):
+                walk(value, default[key], f"{where}{key}.")
+            elif f"{where}{key}" not in ("model.name", "env.name"):
+                assert value != default[key], f"{recipe_file.name}: {where}{key}: {value!r} is the default"
+
+    walk(raw, defaults, "")
 
 
 def test_good_recipe_and_overrides(recipe):
-    cfg = load_config(recipe("rl:\n  steps: 3\n  lr: 1\n"), ["rl.group_size=4", "env.options={fewshot: true}"])
-    assert cfg.rl.steps == 3 and cfg.rl.lr == 1.0 and cfg.rl.group_size == 4
+    cfg = load_config(recipe("rl:\n  steps: 3\n  optim:\n    lr: 1\n"), ["rl.tasks.group_size=4", "env.options={fewshot: true}"])
+    assert cfg.rl.steps == 3 and cfg.rl.optim.lr == 1.0 and cfg.rl.tasks.group_size == 4
     assert load_config(recipe("sft:\n  lr: 3e-6\n")).sft.lr == 3e-6  # YAML 1.1 reads 3e-6 as a string
     assert cfg.env.options == {"fewshot": True}
     # the env's own demonstrations as the hindsight teacher: a keyword, not a model directory
@@ -84,4 +138,6 @@ def test_a_recipe_can_name_an_algorithm_from_an_installed_package(monkeypatch):
     monkeypatch.setattr(metadata, "entry_points", lambda group: [ep] if group == ep.group else [])
     monkeypatch.setattr(plugins, "_loaded", set())
     monkeypatch.setattr(ADVANTAGE_ESTIMATORS, "_items", dict(ADVANTAGE_ESTIMATORS._items))
-    assert load_config(None, ["rl.advantage=plugin_adv"]).rl.advantage == "plugin_adv"
+    cfg = load_config(None, ["rl.algorithm.advantage=plugin_adv"])
+    check_config(cfg)
+    assert cfg.rl.algorithm.advantage == "plugin_adv"

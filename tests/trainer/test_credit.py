@@ -8,28 +8,28 @@ from dataclasses import replace
 import torch
 
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.credit import compute_advantages, kl_token_rewards, outcome_rewards
-from agentic_rl.trainer.rl import rl_update
+from agentic_rl.trainer.credit import Scorer, compute_advantages, kl_token_rewards, outcome_rewards
+from tests.helpers import update
 
 
 def test_overlong_penalty_lowers_only_the_rewards_of_long_episodes(make_group):
     # tiny.yaml: max_episode_tokens 48. Buffer 12: no penalty up to 36 generated tokens, then a linear
     # ramp (36 - |y|)/12. Our synthetic episodes generate 10 tokens (no penalty); pad one to 42: -0.5.
-    cfg = load_config("recipes/tiny.yaml", ["rl.overlong_buffer=12"])
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.overlong_buffer=12"])
     gen = torch.Generator().manual_seed(0)
     group = make_group(0, [1.0, 0.0], gen)
     long_turn = replace(group.trajectories[1].turns[1], action_ids=(7,) * 36, logprobs=(-1.0,) * 36)
     t1 = replace(group.trajectories[1], turns=(group.trajectories[1].turns[0], long_turn))
     group = replace(group, trajectories=(group.trajectories[0], t1))
     assert t1.num_generated == 42
-    assert outcome_rewards([group], cfg).tolist() == [[1.0, -0.5]]
+    assert outcome_rewards([group], cfg.rl.algorithm, cfg.rollout.max_episode_tokens).tolist() == [[1.0, -0.5]]
 
 
 def test_kl_rewards_sit_on_sampled_tokens_and_equal_k1_of_a_full_forward(tiny, tokenizer, make_group):
-    cfg = load_config("recipes/tiny.yaml", ["rl.kl_coef=0.5", "rl.kl_mode=reward", "rl.kl_estimator=k1"])
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.kl_coef=0.5", "rl.algorithm.kl_mode=reward", "rl.algorithm.kl_estimator=k1"])
     gen = torch.Generator().manual_seed(1)
     groups = [make_group(0, [1.0, 0.0, 0.0], gen)]
-    rewards = kl_token_rewards(tiny, groups, cfg, tokenizer.pad_token_id)
+    rewards = kl_token_rewards(Scorer(tiny, tokenizer.pad_token_id, "fp32", 1.0), groups, cfg.rl.algorithm)
     for t, r in zip(groups[0].trajectories, rewards):
         ids = torch.tensor([t.token_ids()])
         with torch.no_grad():  # reference logprobs by a plain full-sequence forward, no prefix sharing
@@ -39,15 +39,15 @@ def test_kl_rewards_sit_on_sampled_tokens_and_equal_k1_of_a_full_forward(tiny, t
         expected = -0.5 * (sampled[1:] - logp)  # k1 = log pi_behaviour - log pi_ref
         torch.testing.assert_close(r[1:][mask[1:]], expected[mask[1:]], atol=1e-4, rtol=0)
         assert not r[~mask].any()
-    adv = compute_advantages(groups, cfg.rl, token_rewards=rewards)
+    adv = compute_advantages(groups, cfg.rl.algorithm, token_rewards=rewards)
     assert all(a.shape == r.shape for a, r in zip(adv, rewards))
 
 
 def test_mask_truncated_removes_truncated_episodes_from_the_loss(tiny, tokenizer, make_group):
-    cfg = load_config("recipes/tiny.yaml", ["rl.mask_truncated=true", "rl.lr=1e-3"])
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.mask_truncated=true", "rl.optim.lr=1e-3"])
     gen = torch.Generator().manual_seed(2)
     group = make_group(0, [1.0, 0.0, 1.0, 0.0], gen)
     group = replace(group, trajectories=(replace(group.trajectories[0], truncated=True), *group.trajectories[1:]))
-    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
-    m = rl_update(tiny, opt, [group], compute_advantages([group], cfg.rl), cfg, tokenizer.pad_token_id)
+    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.optim.lr)
+    m = update(tiny, opt, [group], cfg, tokenizer.pad_token_id)
     assert m["trained_tokens"] == 3 * 10  # 3 of 4 samples x 10 sampled tokens

@@ -15,7 +15,7 @@ from agentic_rl.algorithms.losses import POLICY_LOSSES, LossOutputs
 from agentic_rl.envs.registry import ENVS, get_env, register_env
 from agentic_rl.trainer import loop
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.stages import TrainingDiverged
+from agentic_rl.trainer.rl_loop import TrainingDiverged
 
 TINY = ["sft.examples=0", "eval.baselines=false", "eval.tasks_per_split=2", "rl.steps=2"]
 
@@ -47,7 +47,7 @@ def _rows(run_dir, stage):
 
 def test_a_step_where_every_episode_failed_is_skipped(tmp_path, broken_env, snapshot):
     cfg = load_config("recipes/tiny.yaml", [*TINY, f"env.name={broken_env}", f"output_dir={tmp_path}",
-                                            "rl.entropy_coef=0.01"])
+                                            "rl.algorithm.entropy_coef=0.01"])
     with pytest.warns(UserWarning, match="every episode failed"):
         loop.train(cfg)
     events = [e for e in _rows(tmp_path, "event") if e.get("event") == "step_skipped"]
@@ -70,8 +70,8 @@ def nan_loss():
 
 
 def test_nonfinite_updates_are_skipped_and_stop_the_run(tmp_path, nan_loss, snapshot):
-    cfg = load_config("recipes/tiny.yaml", [*TINY, "rl.steps=6", "rl.max_bad_steps=3", f"rl.policy_loss={nan_loss}",
-                                            "rl.entropy_coef=0.01", f"output_dir={tmp_path}"])
+    cfg = load_config("recipes/tiny.yaml", [*TINY, "rl.steps=6", "rl.max_bad_steps=3", f"rl.algorithm.policy_loss={nan_loss}",
+                                            "rl.algorithm.entropy_coef=0.01", f"output_dir={tmp_path}"])
     with pytest.raises(TrainingDiverged, match="3 consecutive RL steps"):
         loop.train(cfg)
     rl = _rows(tmp_path, "rl")

@@ -10,7 +10,7 @@ import torch
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.rollout import hindsight
 from agentic_rl.tools.calculator import calculator
-from agentic_rl.trainer import loop, stages
+from agentic_rl.trainer import loop, rl_step
 from agentic_rl.trainer.config import load_config
 
 
@@ -30,7 +30,7 @@ def test_verified_corrections_are_trained_on(tmp_path, tokenizer, monkeypatch, s
         return hindsight.hindsight_corrections(ScriptedEngine(tok, script), tok, make_env, reward_fn, failed, *args,
                                                **kwargs)
 
-    monkeypatch.setattr(stages, "hindsight_corrections", corrections)
+    monkeypatch.setattr(rl_step, "hindsight_corrections", corrections)
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
                                             "eval.tasks_per_split=2", "hindsight.coef=1.0", "hindsight.max_per_step=3",
                                             "rollout.max_new_tokens=48", "rollout.max_episode_tokens=128"])

@@ -1,6 +1,5 @@
 """Tool results are read, never trained: the policy loss has zero gradient on observation tokens
-(<tool_response>, <information>, <interpreter>) for every policy loss, and the masking ablation
-(`rl.train_observations`) trains exactly those tokens on top, never the prompt.
+(<tool_response>, <information>, <interpreter>) for every policy loss.
 
 Episodes are the envs' own demonstrations replayed through the real rollout loop (ScriptedEngine),
 so the observation tokens are the ones a real episode contains.
@@ -18,10 +17,10 @@ from agentic_rl.algorithms.losses import POLICY_LOSSES, LossInputs
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.registry import get_env
+from agentic_rl.models.forward import policy_forward
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.trainer.credit import observations_as_actions
-from agentic_rl.trainer.forward import make_batch, policy_forward
+from agentic_rl.trainer.batching import make_batch
 from agentic_rl.types import TrajectoryGroup
 
 ENVS = {"calculator": "<tool_response>", "retool": "<interpreter>", "search_r1": "<information>"}
@@ -91,17 +90,3 @@ def test_observation_tokens_get_zero_gradient(name, loss_name, tiny, tokenizer):
     assert obs.any()
     assert torch.all(grad[obs] == 0)
     assert torch.all(grad[batch.loss_mask.bool()] != 0)  # every sampled token does get a gradient
-
-
-@pytest.mark.parametrize("name", list(ENVS))
-def test_the_ablation_trains_observations_but_not_the_prompt(name, tiny, tokenizer):
-    if not _available(name):
-        pytest.skip(f"{name} needs what this machine lacks (bubblewrap or the search corpus)")
-    group = _episodes(name, tokenizer)
-    ablated = observations_as_actions(group)
-    for real, abl in zip(group.trajectories, ablated.trajectories):
-        assert abl.token_ids() == real.token_ids()  # the same sequence, only the mask differs
-        prompt = len(real.turns[0].obs_ids)
-        assert abl.loss_mask()[:prompt] == [0] * prompt and all(abl.loss_mask()[prompt:])
-    batch, grad = _grad_of_logprobs(tiny, ablated, "ppo_clip")
-    assert torch.all(grad[_observation_positions(group, batch)] != 0)

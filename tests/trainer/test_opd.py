@@ -8,12 +8,13 @@ import json
 import pytest
 import torch
 
+from agentic_rl.models.forward import policy_forward
 from agentic_rl.models.loader import load_model, tiny_model
+from agentic_rl.trainer.batching import make_batch
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.forward import make_batch, policy_forward
-from agentic_rl.trainer.rl import rl_update
 from agentic_rl.trainer.teachers import Teachers, load_teachers
 from agentic_rl.types import Task
+from tests.helpers import update
 
 
 def _peaked_teacher(tokenizer):
@@ -53,12 +54,12 @@ def test_opd_alone_moves_the_student_towards_the_teacher(tiny, tokenizer, make_g
     checked against the full loss in tests/algorithms/test_distill.py; with a near-uniform random
     student over 49k tokens their one-sample and top-64 views of a peaked teacher are too weak to
     show a decrease in four steps, which is the regime's nature, not a bug.)"""
-    cfg = load_config(None, ["rl.lr=2e-3", "distill.teachers=[in-memory]", "distill.only=true"])
+    cfg = load_config(None, ["rl.optim.lr=2e-3", "distill.teachers=[in-memory]", "distill.only=true"])
     teacher, teachers, groups, advantages = _flat_batch(tokenizer, make_group)
     opt = torch.optim.AdamW(tiny.parameters(), lr=2e-3)
     kls = [_kl(tiny, teacher, groups, cfg)]
     for _ in range(4):
-        m = rl_update(tiny, opt, groups, advantages, cfg, 0, teachers=teachers)
+        m = update(tiny, opt, groups, cfg, 0, advantages, teachers=teachers)
         kls.append(_kl(tiny, teacher, groups, cfg))
     assert m["optimizer_steps"] == 1 and m["opd_kl"] > 0
     assert all(b < a for a, b in zip(kls, kls[1:])), kls
@@ -77,7 +78,7 @@ def test_forward_kl_opd_lowers_the_forward_kl_and_reports_the_reverse(tiny, toke
     fwd = [_kl(tiny, teacher, groups, cfg, forward=True)]
     for _ in range(3):
         reverse_before = _kl(tiny, teacher, groups, cfg)
-        m = rl_update(tiny, opt, groups, advantages, cfg, 0, teachers=teachers)
+        m = update(tiny, opt, groups, cfg, 0, advantages, teachers=teachers)
         assert m["opd_kl"] == pytest.approx(reverse_before, rel=1e-3)
         fwd.append(_kl(tiny, teacher, groups, cfg, forward=True))
     assert all(b < a for a, b in zip(fwd, fwd[1:])), fwd
@@ -90,11 +91,11 @@ def test_topk_over_the_whole_vocabulary_updates_exactly_like_full(tokenizer, mak
     teachers = Teachers([_peaked_teacher(tokenizer)], [1.0], "logits")
     params = []
     for loss in ("full", "topk"):
-        cfg = load_config(None, ["rl.lr=1e-3", "distill.teachers=[in-memory]", "distill.only=true",
+        cfg = load_config(None, ["rl.optim.lr=1e-3", "distill.teachers=[in-memory]", "distill.only=true",
                                  f"distill.loss={loss}", f"distill.topk={len(tokenizer)}"])
         student = tiny_model(tokenizer, seed=0)
-        rl_update(student, torch.optim.AdamW(student.parameters(), lr=1e-3), groups, advantages, cfg, 0,
-                  teachers=teachers)
+        update(student, torch.optim.AdamW(student.parameters(), lr=1e-3), groups, cfg, 0, advantages,
+               teachers=teachers)
         params.append(torch.cat([p.detach().flatten() for p in student.parameters()]))
     assert torch.allclose(params[0], params[1], atol=1e-6)
 
@@ -113,7 +114,7 @@ def test_a_teacher_with_another_tokenizer_is_refused(tmp_path, tokenizer, monkey
     monkeypatch.setattr(loader, "load_model", lambda name: (tiny_model(tokenizer, seed=1), other))
     cfg = load_config(None, ["distill.teachers=[x]"])
     with pytest.raises(ValueError, match="does not share the student's tokenizer"):
-        load_teachers(cfg, tokenizer)
+        load_teachers(cfg.distill, tokenizer)
 
 
 def test_the_tiny_recipe_runs_opd(tmp_path, tokenizer):
@@ -156,15 +157,15 @@ def test_adapter_teachers_share_one_base_and_score_as_their_merged_models(tmp_pa
     merged = [_adapter(base_dir, tmp_path / f"adapter{i}", seed=i) for i in range(2)]
     cfg = load_config(None, ["model.precision=fp32",  # the reference below runs in fp32 too
                              f"distill.teachers=[{tmp_path / 'adapter0'}, {tmp_path / 'adapter1'}]"])
-    teachers = load_teachers(cfg, tokenizer)
+    teachers = load_teachers(cfg.distill, tokenizer)
     assert teachers.models[0].shared is teachers.models[1].shared
     assert not any(p.requires_grad for p in teachers.models[0].shared.parameters())
     batch = make_batch(make_group(0, [0.0], torch.Generator().manual_seed(0)).trajectories, 0)
     for i, reference in enumerate(merged):
         routed = Teachers(teachers.models, [1.0, 1.0], "logits", "pick", {"a": 0, "b": 1})
-        got = routed.logprobs(Task("t", "p", meta={"pick": "ab"[i]}), batch, cfg)
+        got = routed.logprobs(Task("t", "p", meta={"pick": "ab"[i]}), batch, cfg.model.precision, cfg.rollout.temperature)
         want = policy_forward(reference, batch, cfg.rollout.temperature, full=True).full
         assert torch.allclose(got, want, atol=1e-5), (i, (got - want).abs().max())
-    first = routed.logprobs(Task("t", "p", meta={"pick": "a"}), batch, cfg)
-    second = routed.logprobs(Task("t", "p", meta={"pick": "b"}), batch, cfg)
+    first = routed.logprobs(Task("t", "p", meta={"pick": "a"}), batch, cfg.model.precision, cfg.rollout.temperature)
+    second = routed.logprobs(Task("t", "p", meta={"pick": "b"}), batch, cfg.model.precision, cfg.rollout.temperature)
     assert (first - second).abs().max() > 1e-3  # the adapters differ, so the switch is real

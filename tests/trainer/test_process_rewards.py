@@ -22,8 +22,8 @@ def test_a_failed_call_lowers_exactly_the_tokens_up_to_it(make_group):
     group = dataclasses.replace(group, trajectories=(t0, group.trajectories[1]))
     [scored] = apply_process_rewards(StepSignals(tool_error=-0.1), [group])
     assert [t.reward for t in scored.trajectories[0].turns] == [-0.1, 0.0]
-    cfg = load_config("recipes/tiny.yaml", ["rl.advantage=grpo"])
-    adv = compute_credit([scored], cfg.rl).advantages
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.advantage=grpo"])
+    adv = compute_credit([scored], cfg.rl.algorithm).advantages
     # Turn rewards of the group: [-0.1, 0] and [0, 0]; their mean -0.025 is subtracted ->
     # [-0.075, 0.025] and [0.025, 0.025]. Reward-to-go (gamma 1) over each row's turns:
     # row 0: turn 0 tokens -0.075 + 0.025 = -0.05, turn 1 tokens 0.025;
@@ -56,8 +56,8 @@ def test_the_tiny_recipe_trains_with_a_process_reward(tmp_path, name):
     from agentic_rl.trainer import loop
 
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
-                                            "eval.tasks_per_split=2", f"rl.process_reward={name}",
-                                            "rl.entropy_coef=0.01"])
+                                            "eval.tasks_per_split=2", f"rl.algorithm.process_reward={name}",
+                                            "rl.algorithm.entropy_coef=0.01"])
     loop.train(cfg)
     assert (tmp_path / "metrics.jsonl").read_text().count('"stage": "rl"') == 2
 

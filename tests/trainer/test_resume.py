@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # so the value head learns too: every step changes the weights, the critic, the optimizer's moments
 # and the curriculum, all of which a resume must restore.
 ARGS = ["--set", "rl.steps=4", "--set", "log.progress=false", "--set", "eval.tasks_per_split=4",
-        "--set", "rl.advantage=gae", "--set", "rl.critic=value_head", "--set", "rl.kl_coef=0.05",
-        "--set", "rl.kl_mode=reward", "--set", "rl.entropy_coef=0.01", "--set", "rl.task_sampler=pass_rate",
-        "--set", "rl.lr_schedule=cosine", "--set", "rl.warmup_steps=1",
+        "--set", "rl.algorithm.advantage=gae", "--set", "rl.critic.kind=value_head", "--set", "rl.algorithm.kl_coef=0.05",
+        "--set", "rl.algorithm.kl_mode=reward", "--set", "rl.algorithm.entropy_coef=0.01", "--set", "rl.tasks.sampler=pass_rate",
+        "--set", "rl.optim.schedule=cosine", "--set", "rl.optim.warmup_steps=1",
         "--set", "sft.batch_size=4", "--set", "checkpoint.sft_every=1"]  # 4 SFT steps, a state after each
 
 

@@ -11,8 +11,9 @@ import torch
 
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_advantages
-from agentic_rl.trainer.rl import micro_batches, rl_update, split_minibatches, split_ragged
+from agentic_rl.trainer.update import GroupWork, micro_batches, split_minibatches, split_ragged
 from agentic_rl.types import Trajectory, TrajectoryGroup
+from tests.helpers import update
 
 
 def test_split_minibatches_covers_every_group_once(make_group):
@@ -24,21 +25,15 @@ def test_split_minibatches_covers_every_group_once(make_group):
                 assert len(parts) == min(k, n) and max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
-class _Routes:
-    """Stands in for `Teachers` in the packing: group i is routed to teacher i // 2."""
-
-    def chosen(self, task):
-        return [int(task.id) // 2]
-
-
 def test_micro_batches_pack_small_groups_never_split_one_nor_mix_teachers(make_group):
     gen = torch.Generator().manual_seed(0)
     sizes = [2, 2, 2, 2, 2, 8, 2]
-    work = [(make_group(i, [0.0] * n, gen), None, None) for i, n in enumerate(sizes)]
-    ids = lambda packed: [[int(g.task.id) for g, _, _ in m] for m in packed]  # noqa: E731
+    work = [GroupWork(make_group(i, [0.0] * n, gen), []) for i, n in enumerate(sizes)]
+    ids = lambda packed: [[int(w.group.task.id) for w in m] for m in packed]  # noqa: E731
     assert ids(micro_batches(work, 8)) == [[0, 1, 2, 3], [4], [5], [6]]
     assert ids(micro_batches(work, 1)) == [[i] for i in range(7)]  # one group each: the old layout
-    assert ids(micro_batches(work, 8, _Routes())) == [[0, 1], [2, 3], [4], [5], [6]]
+    route = lambda task: (int(task.id) // 2,)  # noqa: E731  (group i is routed to teacher i // 2)
+    assert ids(micro_batches(work, 8, route)) == [[0, 1], [2, 3], [4], [5], [6]]
 
 
 def _own_prompts(groups):
@@ -63,11 +58,10 @@ def test_merged_micro_batches_give_the_update_of_one_group_per_forward(tokenizer
     groups = _own_prompts([make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0], [0.0, 1.0], [0.3, 1.0], [1.0, 0.2]])])
     deltas = []
     for rows in (8, 2):
-        cfg = load_config("recipes/tiny.yaml", [f"rl.micro_batch_rows={rows}", "rl.lr=1.0"])
+        cfg = load_config("recipes/tiny.yaml", [f"rl.optim.micro_batch_rows={rows}", "rl.optim.lr=1.0"])
         model = tiny_model(tokenizer, seed=0).eval()
         before = model.lm_head.weight.detach().clone()
-        m = rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups,
-                      compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
+        m = update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, cfg, tokenizer.pad_token_id)
         assert m["optimizer_steps"] == 1 and m["trained_tokens"] == 8 * 10
         deltas.append(model.lm_head.weight.detach() - before)
     assert deltas[0].abs().max() > 0
@@ -82,8 +76,9 @@ def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(to
     groups share a micro-batch, whose common prefix is then the shared prompt itself (nothing of its
     own to forward). SGD at lr 1, so the update is the gradient; fp32. The shared path must be
     taken, or the comparison proves nothing."""
+    from agentic_rl.models import forward
     from agentic_rl.models.loader import tiny_model
-    from agentic_rl.trainer import forward, rl
+    from agentic_rl.trainer import update as update_module
 
     gen = torch.Generator().manual_seed(7)
     groups = with_questions([make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.2, 1.0, 0.0]])])
@@ -96,12 +91,13 @@ def test_the_shared_system_prompt_gives_the_update_of_forwarding_it_per_group(to
 
     deltas = []
     for share in (True, False):
-        monkeypatch.setattr(rl, "shared_prompt", spy if share else lambda *args, **kwargs: None)
-        cfg = load_config("recipes/tiny.yaml", [f"rl.micro_batch_rows={rows}", "rl.lr=1.0"])
+        monkeypatch.setattr(update_module, "shared_prompt", spy if share else lambda *args, **kwargs: None)
+        cfg = load_config("recipes/tiny.yaml", [f"rl.optim.micro_batch_rows={rows}", "rl.optim.lr=1.0",
+                                                "hindsight.coef=0.5"])
         model = tiny_model(tokenizer, seed=0).eval()
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
-        rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, compute_advantages(groups, cfg.rl), cfg,
-                  tokenizer.pad_token_id, corrections=corrections)
+        update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, cfg, tokenizer.pad_token_id,
+               corrections=corrections)
         deltas.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
     assert len(built) == 1 and built[0] is not None
     assert any(d.abs().max() > 0 for d in deltas[0].values())
@@ -129,14 +125,15 @@ def test_a_ragged_group_is_split_by_length_and_gives_the_same_update(tokenizer, 
     split. The loss is a sum over rows with the minibatch's normalizer: the same update (SGD at lr
     1, so the update is the gradient; fp32)."""
     from agentic_rl.models.loader import tiny_model
-    from agentic_rl.trainer import rl
+    from agentic_rl.trainer import update as update_module
 
     gen = torch.Generator().manual_seed(11)
     rewards = [[1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]]
     even, ragged = with_questions([make_group(0, rewards[0], gen), _ragged(make_group(1, rewards[1], gen), 3, 40)])
-    split = split_ragged([[(even, [None] * 8, None)], [(ragged, list(range(8)), None)]])
-    assert [len(m[0][0].trajectories) for m in split] == [8, 5, 3]
-    assert sorted(split[1][0][1] + split[2][0][1]) == list(range(8)) and split[2][0][1] == [0, 1, 2]
+    split = split_ragged([[GroupWork(even, [None] * 8)], [GroupWork(ragged, list(range(8)))]])
+    assert [len(m[0].group.trajectories) for m in split] == [8, 5, 3]
+    assert sorted(split[1][0].advantages + split[2][0].advantages) == list(range(8))
+    assert split[2][0].advantages == [0, 1, 2]
     deltas, micros = [], []
 
     def spy(parts):
@@ -144,12 +141,11 @@ def test_a_ragged_group_is_split_by_length_and_gives_the_same_update(tokenizer, 
         return split_ragged(parts)
 
     for splitting in (spy, lambda parts: parts):
-        monkeypatch.setattr(rl, "split_ragged", splitting)
-        cfg = load_config("recipes/tiny.yaml", ["rl.lr=1.0"])
+        monkeypatch.setattr(update_module, "split_ragged", splitting)
+        cfg = load_config("recipes/tiny.yaml", ["rl.optim.lr=1.0"])
         model = tiny_model(tokenizer, seed=0).eval()
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
-        rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [even, ragged],
-                  compute_advantages([even, ragged], cfg.rl), cfg, tokenizer.pad_token_id)
+        update(model, torch.optim.SGD(model.parameters(), lr=1.0), [even, ragged], cfg, tokenizer.pad_token_id)
         deltas.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
     assert micros == [3]
     assert any(d.abs().max() > 0 for d in deltas[0].values())
@@ -158,11 +154,11 @@ def test_a_ragged_group_is_split_by_length_and_gives_the_same_update(tokenizer, 
 
 
 def _update(tiny, tokenizer, make_group, minibatches: int, rewards: list[list[float]]):
-    cfg = load_config("recipes/tiny.yaml", [f"rl.minibatches={minibatches}", "rl.lr=1e-3"])
+    cfg = load_config("recipes/tiny.yaml", [f"rl.optim.minibatches={minibatches}", "rl.optim.lr=1e-3"])
     gen = torch.Generator().manual_seed(0)
     groups = [make_group(i, r, gen) for i, r in enumerate(rewards)]
-    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
-    return rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
+    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.optim.lr)
+    return update(tiny, opt, groups, cfg, tokenizer.pad_token_id)
 
 
 def test_minibatches_take_one_optimizer_step_each_and_skip_groups_without_spread(tiny, tokenizer, make_group):
@@ -190,13 +186,13 @@ def test_estimators_from_the_recipe_give_per_token_credit_on_sampled_tokens_only
     gen = torch.Generator().manual_seed(1)
     groups = [make_group(0, [1.0, 0.0, 0.0, 0.0], gen)]
     for name in ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"):
-        cfg = load_config("recipes/tiny.yaml", [f"rl.advantage={name}"])
-        advs = compute_advantages(groups, cfg.rl)
+        cfg = load_config("recipes/tiny.yaml", [f"rl.algorithm.advantage={name}"])
+        advs = compute_advantages(groups, cfg.rl.algorithm)
         for t, a in zip(groups[0].trajectories, advs):
             assert a.shape == (len(t.token_ids()),)
             assert not a[torch.tensor(t.loss_mask()) == 0].any()
     # RLOO by hand: sample 0 has r=1, the others' mean is 0 -> +1; sample 1: r=0 - (1+0+0)/3 = -1/3.
-    advs = compute_advantages(groups, load_config("recipes/tiny.yaml", ["rl.advantage=rloo"]).rl)
+    advs = compute_advantages(groups, load_config("recipes/tiny.yaml", ["rl.algorithm.advantage=rloo"]).rl.algorithm)
     assert float(advs[0].max()) == 1.0 and abs(float(advs[1].min()) + 1 / 3) < 1e-6
 
 
@@ -210,8 +206,8 @@ def test_per_turn_rewards_reach_the_turn_they_belong_to(make_group):
     t0 = group.trajectories[0]
     rewarded = Trajectory(t0.task, (replace(t0.turns[0], reward=1.0), t0.turns[1]), reward=1.0)
     group = TrajectoryGroup(group.task, (rewarded, group.trajectories[1]))
-    cfg = load_config("recipes/tiny.yaml", ["rl.advantage=dr_grpo"])
-    adv0, adv1 = compute_advantages([group], cfg.rl)
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.advantage=dr_grpo"])
+    adv0, adv1 = compute_advantages([group], cfg.rl.algorithm)
     turn0 = slice(10, 16)  # 10 prompt ids, then turn 0's 6 sampled ids
     assert torch.allclose(adv0[turn0], torch.full((6,), 0.75 - 0.25))
     assert torch.allclose(adv0[16 + 3 :], torch.full((4,), -0.25))  # turn 1, after 3 observation ids
@@ -227,25 +223,25 @@ COMBOS = ([(a, "ppo_clip", "token-mean") for a in ("grpo", "dr_grpo", "rloo", "r
 @pytest.mark.parametrize("advantage, loss, aggregation", COMBOS)
 def test_every_registered_algorithm_trains_through_the_trainer(tiny, tokenizer, advantage, loss, aggregation, make_group):
     """The recipe names reach the registries, and a step moves the weights with a finite loss."""
-    cfg = load_config("recipes/tiny.yaml", [f"rl.advantage={advantage}", f"rl.policy_loss={loss}",
-                                            f"rl.aggregation={aggregation}", "rl.lr=1e-3", "rl.minibatches=2"])
+    cfg = load_config("recipes/tiny.yaml", [f"rl.algorithm.advantage={advantage}", f"rl.algorithm.policy_loss={loss}",
+                                            f"rl.algorithm.aggregation={aggregation}", "rl.optim.lr=1e-3", "rl.optim.minibatches=2"])
     gen = torch.Generator().manual_seed(3)
     groups = [make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.1]])]
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
-    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
-    m = rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)
+    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.optim.lr)
+    m = update(tiny, opt, groups, cfg, tokenizer.pad_token_id)
     assert m["optimizer_steps"] == 2 and math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])
     assert not torch.equal(before["lm_head.weight"], tiny.state_dict()["lm_head.weight"])
 
 
 def test_entropy_bonus_raises_entropy_when_there_is_no_reward_signal(tiny, tokenizer, make_group):
     # Equal rewards: the policy-gradient term is 0, so the only force is the bonus -coef * H.
-    cfg = load_config("recipes/tiny.yaml", ["rl.entropy_coef=1.0", "rl.lr=1e-2"])
+    cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.entropy_coef=1.0", "rl.optim.lr=1e-2"])
     gen = torch.Generator().manual_seed(4)
     groups = [make_group(0, [1.0] * 4, gen)]
     with torch.no_grad():  # a random model is near maximal entropy; sharpen it so H has room to rise
         tiny.model.norm.weight.mul_(30.0)
-    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.lr)
-    entropies = [rl_update(tiny, opt, groups, compute_advantages(groups, cfg.rl), cfg, tokenizer.pad_token_id)["entropy"]
+    opt = torch.optim.AdamW(tiny.parameters(), lr=cfg.rl.optim.lr)
+    entropies = [update(tiny, opt, groups, cfg, tokenizer.pad_token_id)["entropy"]
                  for _ in range(4)]
     assert entropies[-1] > entropies[0]

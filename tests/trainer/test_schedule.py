@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from agentic_rl.trainer.stages import lr_factor
+from agentic_rl.trainer.schedule import lr_factor
 
 
 def test_warmup_ramps_linearly_to_one():

@@ -49,8 +49,9 @@ def test_require_graduation_stops_before_rl(tmp_path):
 def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, make_group, precision):
     """Each trajectory's logprobs in a packed row equal its logprobs alone: no token of one
     conversation sees another (block-diagonal attention, positions restarting per conversation)."""
-    from agentic_rl.engines.precision import autocast
-    from agentic_rl.trainer.forward import make_batch, make_packed_batch, pack, token_logprobs
+    from agentic_rl.models.forward import token_logprobs
+    from agentic_rl.models.precision import autocast
+    from agentic_rl.trainer.batching import make_batch, make_packed_batch, pack
 
     trajs = list(make_group(0, [1.0, 0.0, 1.0], torch.Generator().manual_seed(3)).trajectories)
     trajs.append(make_group(1, [1.0], torch.Generator().manual_seed(4)).trajectories[0])
@@ -74,7 +75,7 @@ def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
     """sft.mix picks the demonstrated tasks by a meta field; empty, they are the train split's first N."""
     from agentic_rl.data.calculator import TRAIN_TEMPLATES
     from agentic_rl.envs.registry import get_env
-    from agentic_rl.trainer.stages import sft_trajectories
+    from agentic_rl.trainer.sft import sft_trajectories
 
     spec = get_env("calculator_compound")
     mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix_key=family", "sft.mix={two_step: 1}"])

@@ -17,7 +17,7 @@ REQUIRED = ["step", "stage", "reward_mean", "reward_std", "accuracy", "loss", "e
 
 
 def test_tiny_recipe_trains(tmp_path, snapshot):
-    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "rl.kl_coef=0.05"])
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "rl.algorithm.kl_coef=0.05"])
     results = loop.train(cfg)
 
     after = snapshot["model"].state_dict()
@@ -88,7 +88,7 @@ def test_gradient_checkpointing_trains_the_same_step(tmp_path, snapshot):
         rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         [step] = [r for r in rows if r["stage"] == "rl"]
         layers = snapshot["model"].get_decoder().layers
-        return step, snapshot["model"].state_dict(), cfg.rl.lr, all(x.gradient_checkpointing for x in layers)
+        return step, snapshot["model"].state_dict(), cfg.rl.optim.lr, all(x.gradient_checkpointing for x in layers)
 
     plain, plain_weights, lr, plain_ckpt = run("plain", [])
     ckpt, ckpt_weights, _, ckpt_on = run("ckpt", ["model.gradient_checkpointing=true"])

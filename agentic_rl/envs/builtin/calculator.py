@@ -16,7 +16,7 @@ from agentic_rl.data import calculator as data
 from agentic_rl.data.calculator_demos import demonstration
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import get_format
-from agentic_rl.envs.registry import EnvSpec, register_env
+from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.base import NumericAnswerReward
 from agentic_rl.tools.calculator import calculator
 
@@ -55,9 +55,8 @@ OPTIONS = ("format", "tool_timeout_s", "format_weight", "format_needs_tool")
 
 
 def _spec(name: str, style: str, recover: float = 0.0) -> EnvSpec:
-    return register_env(EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks,
-                                splits=data.SPLITS, options=OPTIONS,
-                                demonstration=lambda task, env: demonstration(task, style=style, recover=recover)))
+    return EnvSpec(name=name, make_env=make_env, make_reward=make_reward, tasks=tasks, splits=data.SPLITS,
+                   options=OPTIONS, demonstration=lambda task, env: demonstration(task, style=style, recover=recover))
 
 
 SPEC = _spec("calculator", "steps")
@@ -73,3 +72,4 @@ CHAIN_SPEC = _spec("calculator_chain", "chain")
 # Compound demonstrations of which a quarter of the word problems first carry the unit into the call,
 # read the error and call again (the mistake out of the loss; docs/envs/calculator.md#recovery-demonstrations).
 RECOVER_SPEC = _spec("calculator_recover", "compound", recover=0.25)
+SPECS = (SPEC, PLAN_SPEC, COMPOUND_SPEC, MIXED_SPEC, CHAIN_SPEC, RECOVER_SPEC)

@@ -21,7 +21,7 @@ from typing import Any
 from agentic_rl.data import retool as data
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import RETOOL
-from agentic_rl.envs.registry import EnvSpec, register_env
+from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.math import MathAnswerReward
 
 SYSTEM_PROMPT = (
@@ -91,14 +91,13 @@ def demonstration(task, env: RetoolEnv) -> list[dict]:
     return data.demonstration(task, env.python)
 
 
-SPEC = register_env(
-    EnvSpec(
-        name="retool",
-        make_env=RetoolEnv,
-        make_reward=lambda options: MathAnswerReward(float(options.get("format_weight", 0.1))),
-        tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
-        splits=data.SPLITS,
-        options=("timeout_s", "memory_mb", "format_weight"),
-        demonstration=demonstration,
-    )
+SPEC = EnvSpec(
+    name="retool",
+    make_env=RetoolEnv,
+    make_reward=lambda options: MathAnswerReward(float(options.get("format_weight", 0.1))),
+    tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
+    splits=data.SPLITS,
+    options=("timeout_s", "memory_mb", "format_weight"),
+    demonstration=demonstration,
 )
+SPECS = (SPEC,)

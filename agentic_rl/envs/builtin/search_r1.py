@@ -23,7 +23,7 @@ from typing import Any
 from agentic_rl.data import search_qa as data
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import SEARCH_R1
-from agentic_rl.envs.registry import EnvSpec, register_env
+from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.base import Score, extract_answer
 from agentic_rl.types import Task, Trajectory
 
@@ -91,14 +91,13 @@ def fewshot_messages(top_k: int, max_chars: int) -> tuple[dict, ...]:
     return tuple(m for t in picks for m in [{"role": "user", "content": t.prompt}, *demonstration(t, env)])
 
 
-SPEC = register_env(
-    EnvSpec(
-        name="search_r1",
-        make_env=SearchEnv,
-        make_reward=lambda options: ExactMatchReward(float(options.get("format_weight", 0.1))),
-        tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
-        splits=data.SPLITS,
-        options=("top_k", "max_chars", "corpus", "search", "format_weight"),
-        demonstration=demonstration,
-    )
+SPEC = EnvSpec(
+    name="search_r1",
+    make_env=SearchEnv,
+    make_reward=lambda options: ExactMatchReward(float(options.get("format_weight", 0.1))),
+    tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
+    splits=data.SPLITS,
+    options=("top_k", "max_chars", "corpus", "search", "format_weight"),
+    demonstration=demonstration,
 )
+SPECS = (SPEC,)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from agentic_rl.algorithms.registry import Registry
 from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction, ToolFormat
 from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
 from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
 from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
+from agentic_rl.registry import Registry
 
 FORMATS: Registry = Registry("tool-call format")
 

@@ -1,0 +1,140 @@
+"""`check_config`: what a recipe names must exist — each variant in its registry, the env, its options
+and splits, the model directories it points at. `train()` runs it before loading a model, so a typo
+fails in a second with one message naming the key, not an hour into a run.
+
+Every variant chosen by name is looked up in the registry that holds it; the registries' names are
+the valid values (third-party entries from installed packages are loaded here, explicitly).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
+from agentic_rl.algorithms.aggregation import AGGREGATIONS
+from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
+from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_MODES
+from agentic_rl.algorithms.losses import POLICY_LOSSES
+from agentic_rl.algorithms.plugins import load_plugins
+from agentic_rl.data.curriculum import SAMPLERS
+from agentic_rl.envs.base import close_env
+from agentic_rl.envs.registry import get_env
+from agentic_rl.models.precision import PRECISIONS
+from agentic_rl.registry import Registry
+from agentic_rl.rewards.process import process_reward
+from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER, RESTARTS
+from agentic_rl.trainer.config import Config, ConfigError, DistillConfig, EnvConfig, get_value
+from agentic_rl.trainer.critic import CRITICS
+from agentic_rl.trainer.remedies import REMEDIES
+from agentic_rl.trainer.schedule import LR_SCHEDULES
+from agentic_rl.trainer.state import BEST_MODES
+
+# recipe key -> the registry its value must name
+NAMED: dict[str, Registry] = {
+    "model.precision": PRECISIONS,
+    "rl.tasks.sampler": SAMPLERS,
+    "rl.optim.schedule": LR_SCHEDULES,
+    "rl.algorithm.advantage": ADVANTAGE_ESTIMATORS,
+    "rl.algorithm.advantage_scale": SCALES,
+    "rl.algorithm.policy_loss": POLICY_LOSSES,
+    "rl.algorithm.aggregation": AGGREGATIONS,
+    "rl.algorithm.kl_estimator": KL_ESTIMATORS,
+    "rl.algorithm.kl_mode": KL_MODES,
+    "rl.critic.kind": CRITICS,
+    "distill.loss": DISTILL_LOSSES,
+    "distill.merge": MERGES,
+    "hindsight.restart": RESTARTS,
+    "checkpoint.best_mode": BEST_MODES,
+}
+
+
+def check_config(cfg: Config) -> None:
+    """Raises ConfigError naming the first key whose value does not exist."""
+    load_plugins()
+    for key, registry in NAMED.items():
+        value = get_value(cfg, key)
+        if value not in registry:
+            raise ConfigError(f"{key}: unknown {registry.kind} {value!r}; known: {', '.join(registry.names())}")
+    _check_lists(cfg)
+    _check_critic(cfg)
+    _check_env(cfg.env)
+    _check_splits(cfg)
+    _check_distill(cfg.distill)
+    teacher = cfg.hindsight.teacher
+    if teacher not in ("", DEMONSTRATION_TEACHER) and _missing_directory(teacher):
+        raise ConfigError(f"hindsight.teacher: no such model directory: {teacher}")
+    if cfg.sft.data and not Path(cfg.sft.data).exists():
+        raise ConfigError(f"sft.data: file not found: {cfg.sft.data}")
+
+
+def _check_lists(cfg: Config) -> None:
+    unknown = [a for a in cfg.rl.collapse.actions if a not in REMEDIES]
+    if unknown:
+        raise ConfigError(f"rl.collapse.actions: unknown {REMEDIES.kind} {unknown[0]!r}; "
+                          f"known: {', '.join(REMEDIES.names())}")
+    if cfg.rl.algorithm.process_reward:
+        try:
+            process_reward(cfg.rl.algorithm.process_reward)
+        except KeyError as e:
+            raise ConfigError(f"rl.algorithm.process_reward: {e.args[0]}") from None
+
+
+def _check_critic(cfg: Config) -> None:
+    advantage, kind = cfg.rl.algorithm.advantage, cfg.rl.critic.kind
+    if advantage == "gae" and kind == "none":
+        raise ConfigError("rl.algorithm.advantage: gae needs a critic: set rl.critic.kind: value_head or model")
+    if advantage != "gae" and kind != "none":
+        raise ConfigError(f"rl.critic.kind: a critic is only used by rl.algorithm.advantage: gae (got {advantage!r})")
+
+
+def _missing_directory(name: str) -> bool:
+    """A model name written as a path (not a hub id like org/name) that does not exist."""
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1) and not Path(name).expanduser().exists()
+
+
+def _check_distill(d: DistillConfig) -> None:
+    if d.weights and len(d.weights) != len(d.teachers):
+        raise ConfigError(f"distill.weights: {len(d.weights)} weights for {len(d.teachers)} teachers")
+    if any(w < 0 for w in d.weights) or (d.weights and sum(d.weights) <= 0):
+        raise ConfigError("distill.weights must be >= 0 with a positive sum")
+    bad = [v for v in d.routes.values() if not 0 <= v < len(d.teachers)]
+    if bad:
+        raise ConfigError(f"distill.routes: teacher index {bad[0]} out of range for {len(d.teachers)} teachers")
+    if d.routes and not d.route_key:
+        raise ConfigError("distill.routes needs distill.route_key (the task meta field to route on)")
+    for name in d.teachers:  # a path that is not there fails now, not after the student has trained
+        if _missing_directory(name):
+            raise ConfigError(f"distill.teachers: no such model directory: {name}")
+    if d.only and not d.teachers:
+        raise ConfigError("distill.only needs distill.teachers")
+
+
+def _check_env(env: EnvConfig) -> None:
+    """The env exists, reads every option the recipe gives it, and accepts their values (one env is
+    built and closed here, so a bad option fails now and not after the model has loaded)."""
+    try:
+        spec = get_env(env.name)
+    except KeyError as e:
+        raise ConfigError(f"env.name: {e.args[0]}") from None
+    try:
+        spec.check_options(env.options)
+        close_env(spec.make_env(env.options))
+    except KeyError as e:
+        msg = e.args[0] if e.args else str(e)
+        raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"env.options: env {env.name!r} rejects its options: {e}") from None
+
+
+def _check_splits(cfg: Config) -> None:
+    """RL and eval splits exist in the env, and RL never trains on a split that is evaluated."""
+    known = get_env(cfg.env.name).splits
+    for key, splits in (("rl.tasks.splits", cfg.rl.tasks.splits), ("eval.splits", cfg.eval.splits)):
+        unknown = [s for s in splits if s not in known]
+        if unknown:
+            raise ConfigError(f"{key}: env {cfg.env.name!r} has no split {unknown[0]!r}; known: {', '.join(known)}")
+    if not cfg.rl.tasks.splits:
+        raise ConfigError("rl.tasks.splits must name at least one split")
+    shared = sorted(set(cfg.rl.tasks.splits) & set(cfg.eval.splits))
+    if shared:
+        raise ConfigError(f"rl.tasks.splits: {shared[0]!r} is also an eval split; RL would train on the test")

@@ -1,0 +1,57 @@
+"""How a run makes and scores its episodes: the env factory, the outcome reward, the sampling
+parameters and the budget, all from the recipe's `env` and `rollout` sections (and the options of
+hindsight corrections, from its `hindsight` section)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.envs.base import Env, close_env
+from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.rewards.base import RewardFn
+from agentic_rl.rollout.hindsight import HindsightOptions
+from agentic_rl.rollout.loop import Budget
+from agentic_rl.trainer.config import HindsightConfig, RolloutConfig
+from agentic_rl.types import Task
+
+
+@dataclass(frozen=True)
+class Episodes:
+    make_env: Callable[[], Env]
+    reward: RewardFn
+    params: SamplingParams
+    budget: Budget
+
+
+def budget(ro: RolloutConfig, concurrent: bool = True) -> Budget:
+    """The rollout section's limits; `concurrent` False decodes a whole batch at once (evaluation
+    batches by `eval.batch_size` instead)."""
+    return Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s,
+                  ro.max_concurrent if concurrent else 0)
+
+
+def stop_strings(spec: EnvSpec, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where an action ends, in the env's tool-call protocol."""
+    env = spec.make_env(options)
+    try:
+        return env.format.stop_strings
+    finally:
+        close_env(env)
+
+
+def episodes(spec: EnvSpec, options: Mapping[str, Any], ro: RolloutConfig, temperature: float | None = None,
+             concurrent: bool = True) -> Episodes:
+    """Episodes of `spec` with `options`, sampled at the rollout's temperature (or `temperature`:
+    0 is greedy)."""
+    params = SamplingParams(ro.temperature if temperature is None else temperature,
+                            ro.top_p if temperature is None else 1.0, ro.max_new_tokens, stop_strings(spec, options))
+    return Episodes(lambda: spec.make_env(options), spec.make_reward(options), params, budget(ro, concurrent))
+
+
+def hindsight_options(h: HindsightConfig, solution: Callable[[Task], str | None] | None = None) -> HindsightOptions:
+    """The recipe's hindsight section as the rollout takes it (`solution`: the reference solution
+    shown in the hint, `rollout.hindsight.reference_solutions`)."""
+    return HindsightOptions(h.reveal_answer, solution, h.restart, h.grounded, h.min_reward)

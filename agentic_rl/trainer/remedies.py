@@ -1,0 +1,94 @@
+"""What the trainer does when the collapse monitor warns (`rl.collapse.actions`).
+
+The monitor (`monitor/collapse.py`) only detects; these remedies act. A remedy that changes a knob
+returns a new config (the config itself never changes) and the change, which the loop logs as an
+event and keeps in the run's state so a resumed run goes on with it:
+
+  variance_filter  StarPO-S: train only on the groups with the highest reward spread (keep ratio down)
+  entropy_bonus    add or raise the entropy bonus
+  clip_high        raise the upper clip (DAPO's clip-higher: room for low-probability tokens)
+  lower_lr         halve the learning rate (of every parameter group, schedule included)
+  rollback         restore the weights and the optimizer of the last healthy step
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentic_rl.registry import Registry
+from agentic_rl.trainer.config import Config, get_value, with_values
+
+
+@dataclass
+class Remedies:
+    """What the remedies act on besides the config: the optimizer, the model, and a copy of the last
+    healthy weights for `rollback`."""
+
+    optimizer: torch.optim.Optimizer
+    model: torch.nn.Module
+    healthy: dict | None = None
+
+    def mark_healthy(self) -> None:
+        self.healthy = {"model": copy.deepcopy(self.model.state_dict()),
+                        "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+
+    def apply(self, names: Sequence[str], cfg: Config) -> tuple[Config, list[dict]]:
+        """The config after the named remedies, in order, and one event per remedy."""
+        events = []
+        for name in names:
+            cfg, details = REMEDIES.get(name)(self, cfg)
+            events.append({"event": "remediation", "action": name, **details})
+        return cfg, events
+
+
+Remedy = Callable[[Remedies, Config], "tuple[Config, dict]"]
+REMEDIES: Registry[Remedy] = Registry("collapse remediation")
+
+
+def _knob(cfg: Config, key: str, change: Callable[[float], float]) -> tuple[Config, dict]:
+    before = get_value(cfg, key)
+    after = change(before)
+    return with_values(cfg, {key: after}), {key.rsplit(".", 1)[-1]: [before, after]}
+
+
+@REMEDIES.register("variance_filter")
+def _variance_filter(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+    return _knob(cfg, "rl.filters.variance_keep", lambda keep: max(0.25, keep * 0.5))
+
+
+@REMEDIES.register("entropy_bonus")
+def _entropy_bonus(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+    return _knob(cfg, "rl.algorithm.entropy_coef", lambda coef: max(coef * 2, 1e-3))
+
+
+@REMEDIES.register("clip_high")
+def _clip_high(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+    return _knob(cfg, "rl.algorithm.clip_high", lambda clip: clip + 0.08)
+
+
+@REMEDIES.register("lower_lr")
+def _lower_lr(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+    before = r.optimizer.param_groups[0]["lr"]
+    for g in r.optimizer.param_groups:
+        g["lr"] *= 0.5
+        if "base_lr" in g:  # the scheduled base, so the next step's schedule keeps the halving
+            g["base_lr"] *= 0.5
+    return cfg, {"lr": [before, r.optimizer.param_groups[0]["lr"]]}
+
+
+@REMEDIES.register("rollback")
+def _rollback(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+    if r.healthy is None:
+        return cfg, {"rolled_back": False}
+    lrs = [(g["lr"], g.get("base_lr")) for g in r.optimizer.param_groups]  # keep what other remedies changed
+    r.model.load_state_dict(r.healthy["model"])
+    r.optimizer.load_state_dict(r.healthy["optimizer"])
+    for g, (lr, base) in zip(r.optimizer.param_groups, lrs):
+        g["lr"] = lr
+        if base is not None:
+            g["base_lr"] = base
+    return cfg, {"rolled_back": True}

@@ -1,0 +1,219 @@
+"""The RL stage: set up what the steps share, then step, watch, evaluate and checkpoint.
+
+Each step is `rl_step.rl_step`. Around it: the collapse monitor and its remedies (a remedy that
+changes a knob gives the loop a new config, logged as an event), the count of steps skipped for a
+non-finite update, an optional held-out evaluation every `eval.every` steps, and a state checkpoint
+every `checkpoint.every` steps from which a killed run resumes exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+
+import torch
+from tqdm import tqdm
+
+from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mixed_tasks
+from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.lora import is_lora
+from agentic_rl.models.memory import RLShape, check_memory
+from agentic_rl.monitor.collapse import CollapseMonitor
+from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.rollout.hindsight import reference_solutions
+from agentic_rl.trainer.config import Config, TaskConfig, with_values
+from agentic_rl.trainer.credit import Scorer
+from agentic_rl.trainer.critic import make_critic
+from agentic_rl.trainer.episodes import episodes, hindsight_options
+from agentic_rl.trainer.evaluate import accuracies, evaluate
+from agentic_rl.trainer.loss_terms import build_loss
+from agentic_rl.trainer.remedies import Remedies
+from agentic_rl.trainer.rl_step import RLRun, rl_step
+from agentic_rl.trainer.sft import adamw
+from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
+from agentic_rl.trainer.stats import StepRecord
+from agentic_rl.trainer.teachers import hindsight_teacher, load_teachers
+
+
+class TrainingDiverged(RuntimeError):
+    """`rl.max_bad_steps` consecutive steps had a non-finite loss or gradient."""
+
+
+def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore,
+           progress: Progress, saved: SavedState | None = None) -> None:
+    """RL steps from `progress.rl_step + 1` (0 on a fresh run) to `rl.steps`, with a state checkpoint
+    every `checkpoint.every` steps and after the last."""
+    # before the optimizer, the reference and the critic exist
+    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg, tokenizer),
+                          enforce=cfg.model.memory_check)
+    run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
+    if saved is not None and progress.rl_step > 0:
+        _resume(run, monitor, remedies, saved, store)
+    else:
+        logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
+        if run.scorer.reference is not None:
+            store.save_reference(run.scorer.reference)
+    steps = cfg.rl.steps
+    bar = tqdm(range(progress.rl_step + 1, steps + 1), desc="grpo", disable=not cfg.log.progress)
+    for step in bar:
+        record = rl_step(run, step)
+        run.reconfigure(_watch(monitor, remedies, record, run.cfg, logger))
+        _count_bad_step(progress, record, run.cfg.rl.max_bad_steps, logger)
+        if cfg.eval.every and step % cfg.eval.every == 0 and step < steps:  # the last: train() evaluates
+            _eval_during_rl(step, engine, tokenizer, spec, cfg, logger)
+        progress.rl_step = step
+        if step % cfg.checkpoint.every == 0 or step == steps:
+            progress.remedied = _changed(cfg, run.cfg)
+            _save(run, monitor, remedies, store, progress, record, step)
+        bar.set_postfix(reward=f"{record.rollout['reward_mean']:.2f}", acc=f"{record.rollout['accuracy']:.2f}")
+    if run.scorer.critic is not None:
+        run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def rl_pool(spec: EnvSpec, tasks: TaskConfig, steps: int, seed: int) -> list:
+    """The RL prompts: `pool x steps x per_step` tasks of `tasks.splits` in equal shares, in
+    `tasks.mix`'s shares when one is set (picked from a longer stretch of the stream, as sft.mix is)."""
+    n = tasks.pool * steps * tasks.per_step
+    if not tasks.mix:
+        return mixed_pool(spec.tasks, tasks.splits, n, seed)
+    return mixed_tasks(mixed_pool(spec.tasks, tasks.splits, MIX_STRETCH * n, seed), tasks.mix_key, tasks.mix, n)
+
+
+def memory_shape(cfg: Config, model) -> RLShape:
+    """What the memory estimate needs to know of the run (`models/memory.py`)."""
+    rl, ro = cfg.rl, cfg.rollout
+    return RLShape(rl.tasks.group_size, rl.optim.micro_batch_rows, ro.max_episode_tokens, ro.max_turns,
+                   cfg.model.precision, reference=rl.algorithm.kl_coef > 0 and not is_lora(model),
+                   critic_model=rl.critic.kind == "model", teachers=len(cfg.distill.teachers),
+                   full_vocab=rl.algorithm.entropy_coef > 0 or bool(cfg.distill.teachers),
+                   gradient_checkpointing=cfg.model.gradient_checkpointing, async_save=cfg.checkpoint.async_save)
+
+
+def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger):
+    """The run the steps share, the collapse monitor and the remedies."""
+    rl = cfg.rl
+    sampler = make_sampler(rl.tasks.sampler, rl_pool(spec, rl.tasks, rl.steps, rl.seed), seed=rl.seed)
+    critic = make_critic(rl.critic.kind, model, tokenizer, rl.critic.model)
+    optimizer = _optimizer(model, critic, rl.optim.lr, rl.critic.lr)
+    reference = _reference(model) if rl.algorithm.kl_coef > 0 and not is_lora(model) else None
+    monitor, remedies = CollapseMonitor(window=rl.collapse.window), Remedies(optimizer, model)
+    teachers = load_teachers(cfg.distill, tokenizer)
+    h = cfg.hindsight
+    hindsight = None if h.coef <= 0 else hindsight_options(
+        h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)
+    run = RLRun(cfg, model, tokenizer, engine, spec, episodes(spec, cfg.env.options, cfg.rollout), sampler, optimizer,
+                build_loss(cfg, model, reference, critic, teachers),
+                Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
+                logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision))
+    return run, monitor, remedies
+
+
+def _optimizer(model, critic, lr: float, critic_lr: float):
+    """AdamW over the trainable policy parameters, plus the critic (head, and its own backbone if it
+    has one) at its own learning rate. Each group keeps its `base_lr` (the schedule scales it; the
+    lower_lr remedy halves it) inside the optimizer, so its state_dict is the whole schedule state."""
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": lr, "base_lr": lr}]
+    if critic is not None:
+        groups.append({"params": [p for p in critic.parameters() if p.requires_grad], "lr": critic_lr,
+                       "base_lr": critic_lr})
+    return adamw(groups, lr)
+
+
+def _reference(model):
+    """Frozen copy of the policy as it enters RL (the SFT model): the KL anchor."""
+    ref = copy.deepcopy(model)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def _prompt_tokens(spec: EnvSpec, cfg: Config, tokenizer) -> int:
+    env = spec.make_env(cfg.env.options)
+    task = spec.tasks("train", 1, cfg.rl.seed)[0]
+    return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False))
+
+
+def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, cfg: Config,
+           logger: MetricsLogger) -> Config:
+    """The echo-trap monitor after each step: a warning and its remedies become events (and the
+    config they leave); a quiet step is the new healthy point a rollback returns to."""
+    actions = cfg.rl.collapse.actions
+    warning = monitor.update(record.row())
+    if warning is None:
+        if "rollback" in actions:
+            remedies.mark_healthy()
+        return cfg
+    cfg, events = remedies.apply(actions, cfg)
+    for event in [warning, *events]:
+        logger.log({"step": record.step, "stage": "event", **event})
+    return cfg
+
+
+def _count_bad_step(progress: Progress, record: StepRecord, max_bad_steps: int, logger: MetricsLogger) -> None:
+    """A step whose update was skipped for a non-finite loss or gradient is an event; too many in a
+    row stop the run with the evidence (the weights are still the last finite ones)."""
+    update = record.update
+    if not update.get("nonfinite_minibatches"):
+        progress.bad_steps = 0
+        return
+    progress.bad_steps += 1
+    logger.log({"step": record.step, "stage": "event", "event": "nonfinite_update_skipped",
+                "consecutive": progress.bad_steps, "loss": update.get("loss"), "grad_norm": update.get("grad_norm")})
+    if progress.bad_steps >= max_bad_steps:
+        raise TrainingDiverged(f"{progress.bad_steps} consecutive RL steps had a non-finite loss or gradient "
+                               f"(last at step {record.step}: loss={update.get('loss')}, "
+                               f"grad_norm={update.get('grad_norm')}); the run stops (rl.max_bad_steps). "
+                               "Try a lower rl.optim.lr or model.precision: fp32.")
+
+
+def _eval_during_rl(step: int, engine, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger) -> None:
+    """Held-out accuracy after `step` (greedy, as the final evaluation). The RNG streams are put back
+    afterwards, so a run with a learning curve trains exactly as one without."""
+    rng = capture_rng()
+    t0 = time.perf_counter()
+    result = evaluate(engine, tokenizer, spec, cfg, label=f"rl step {step}")
+    restore_rng(rng)
+    logger.log({"step": step, "stage": "eval", "model": f"rl-step{step}", **accuracies(result),
+                "time_eval_s": round(time.perf_counter() - t0, 1)})
+
+
+def _changed(before: Config, now: Config) -> dict:
+    """The RL knobs a remedy changed, by dotted key, with their live values."""
+    out = {}
+
+    def walk(a, b, prefix: str) -> None:
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if dataclasses.is_dataclass(x):
+                walk(x, y, f"{prefix}{f.name}.")
+            elif x != y:
+                out[f"{prefix}{f.name}"] = y
+
+    walk(before.rl, now.rl, "rl.")
+    return out
+
+
+def _save(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, store: StateStore, progress: Progress,
+          record: StepRecord, step: int) -> None:
+    cfg = run.cfg
+    progress.logger_step, progress.engine_version = run.logger.global_step, run.engine.version
+    progress.metric = record.row().get(cfg.checkpoint.best_metric) if cfg.checkpoint.best_metric else None
+    store.save(f"rl-step{step}", progress, run.model, run.optimizer, run.scorer.critic, config=cfg, extras={
+        "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy})
+
+
+def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: SavedState, store: StateStore) -> None:
+    """Everything the loop carries, as it was at the saved step."""
+    extras = saved.load("extras")
+    run.optimizer.load_state_dict(saved.load("optimizer"))
+    if run.scorer.critic is not None:
+        run.scorer.critic.load_state_dict(saved.load("critic"))
+    if run.scorer.reference is not None:
+        run.scorer.reference.load_state_dict(torch.load(store.reference_path, weights_only=True))
+    run.sampler.load_state_dict(extras["sampler"])
+    for k, v in extras["monitor"].items():
+        setattr(monitor, k, v)
+    remedies.healthy = extras["healthy"]
+    run.reconfigure(with_values(run.cfg, saved.progress.remedied))

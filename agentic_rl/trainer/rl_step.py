@@ -1,0 +1,181 @@
+"""One RL step, top to bottom: sample tasks -> roll out -> score -> filter -> credit -> update ->
+sync the sampler -> log one `StepRecord`.
+
+What crosses from sampling to training is one `RolloutBatch` (`types.py`): the scored groups —
+each trajectory with its exact token ids, its loss mask and the sampler's logprobs — and the policy
+version that sampled them. The update adds the credit (`trainer/credit.py`) and trains the loss
+terms (`trainer/loss_terms.py`); the engine then gets the new weights. Whatever samples (this
+process's engine, a served one, a stale worker) meets the trainer at that batch.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentic_rl.algorithms.dapo import dynamic_sampling_keep
+from agentic_rl.algorithms.filters import keep_top_spread
+from agentic_rl.data.curriculum import TaskSampler
+from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.memory import peak_rss_gb
+from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.monitor.metrics import rollout_metrics
+from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rewards.process import apply_process_rewards, process_reward
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.hindsight import (
+    DEMONSTRATION_TEACHER,
+    RESTARTS,
+    HindsightOptions,
+    HindsightResult,
+    demonstration_corrections,
+    failed_episodes,
+    hindsight_corrections,
+)
+from agentic_rl.rollout.loop import RolloutStats, rollout
+from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.credit import Scorer, assign_credit
+from agentic_rl.trainer.episodes import Episodes
+from agentic_rl.trainer.loss_terms import Loss, build_loss
+from agentic_rl.trainer.schedule import set_lr
+from agentic_rl.trainer.stats import StepRecord
+from agentic_rl.trainer.teachers import Teachers
+from agentic_rl.trainer.update import UpdateBatch, rl_update
+from agentic_rl.types import RolloutBatch, TrajectoryGroup
+
+
+@dataclass
+class RLRun:
+    """What the RL loop carries from step to step (and so what a state checkpoint must hold)."""
+
+    cfg: Config  # replaced, never changed, when a remedy changes a knob
+    model: torch.nn.Module
+    tokenizer: object
+    engine: object  # the policy's sampler; `sync_weights()` after every update
+    spec: EnvSpec
+    episodes: Episodes
+    sampler: TaskSampler
+    optimizer: torch.optim.Optimizer
+    loss: Loss
+    scorer: Scorer  # the forward passes credit needs (reference, critic)
+    logger: MetricsLogger
+    teachers: Teachers | None = None  # on-policy distillation
+    hindsight: HindsightOptions | None = None  # None: no hindsight corrections
+    hindsight_engine: object = None  # the engine that writes corrections; None = the policy's own
+
+    def reconfigure(self, cfg: Config) -> None:
+        """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
+        if cfg != self.cfg:
+            self.cfg = cfg
+            self.loss = build_loss(cfg, self.model, self.scorer.reference, self.scorer.critic, self.teachers)
+
+
+def rl_step(run: RLRun, step: int) -> StepRecord:
+    """One step of RL; logs and returns its record."""
+    cfg, rl = run.cfg, run.cfg.rl
+    t0 = time.perf_counter()
+    set_lr(run.optimizer, rl.optim, step, rl.steps)
+    # 1-3. sample tasks, roll them out, score them (DAPO's dynamic sampling refills flat groups)
+    version = run.engine.version
+    kept, sampled, stats = collect(run, seed=rl.seed * 1_000_003 + step)
+    rollout_row = rollout_metrics(sampled)
+    # 4. filter: StarPO-S keeps the groups with the most reward spread; nothing trains when every
+    # episode failed (the machine's fault, not the policy's)
+    groups = keep_top_spread(kept, rl.filters.variance_keep)
+    if sampled and all(t.error for g in sampled for t in g.trajectories):
+        groups = _skip_step(run.logger, step, sampled)
+    # 5. credit: rewards -> per-token advantages (and a critic's targets)
+    credit = assign_credit(groups, run.scorer, rl.algorithm, cfg.rollout.max_episode_tokens)
+    # hindsight: failed episodes, corrected and verified, join the update as SFT targets
+    fixes = correct_failures(run, sampled, seed=rl.seed * 1_000_033 + step)
+    if fixes is not None:
+        rollout_row.update(hindsight_attempts=fixes.attempts, hindsight_verified=len(fixes.corrections),
+                           hindsight_rate=len(fixes.corrections) / max(fixes.attempts, 1))
+        write_trajectories(cfg.run_dir / "trajectories" / "hindsight.jsonl", fixes.corrections, run.tokenizer,
+                           None, step)
+    # 6. update
+    batch = UpdateBatch(RolloutBatch(tuple(groups), version), credit, fixes.corrections if fixes else ())
+    update_row = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
+                           run.scorer.critic)
+    # 7. the sampler gets the new weights
+    version = run.engine.sync_weights()
+    # 8. log
+    trajs = [t for g in groups for t in g.trajectories]
+    k = cfg.log.trajectories_per_step
+    write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], run.tokenizer,
+                       credit.advantages[:k], step)
+    record = StepRecord(step, rollout_row, update_row, run.sampler.metrics(), version,
+                        run.optimizer.param_groups[0]["lr"], stats, time.perf_counter() - t0,
+                        len(sampled), len(groups), peak_rss_gb())
+    run.logger.log(record.row())
+    return record
+
+
+def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup], RolloutStats]:
+    """`n` tasks from the sampler, `group_size` episodes each, scored (outcome, then per-turn process
+    rewards when the recipe names them); the sampler learns their pass rates."""
+    ep, rl = run.episodes, run.cfg.rl
+    groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, run.sampler.sample(n), rl.tasks.group_size,
+                            ep.params, ep.budget, seed=seed)
+    groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
+    if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
+        groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
+    run.sampler.update(groups)
+    return groups, stats
+
+
+def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup], RolloutStats]:
+    """(groups to train on, every group sampled, rollout stats) for one step.
+
+    With `rl.filters.dynamic_sampling` (DAPO), groups whose rewards are all equal are dropped and
+    fresh tasks are rolled out in their place, up to `max_refill_rounds` extra rounds; the step then
+    trains on the groups with signal it has (at most tasks.per_step). Without it, every group is kept.
+    """
+    per_step, filters = run.cfg.rl.tasks.per_step, run.cfg.rl.filters
+    groups, stats = sample_groups(run, per_step, seed)
+    if not filters.dynamic_sampling:
+        return groups, groups, stats
+    sampled, seconds, generated = list(groups), stats.seconds, stats.generated_tokens
+    kept = _with_spread(groups)
+    for r in range(1, filters.max_refill_rounds + 1):
+        if len(kept) >= per_step:
+            break
+        more, st = sample_groups(run, per_step - len(kept), seed + 7919 * r)
+        sampled += more
+        seconds, generated = seconds + st.seconds, generated + st.generated_tokens
+        kept += _with_spread(more)
+    episodes = sum(len(g.trajectories) for g in sampled)
+    return kept[:per_step], sampled, RolloutStats(seconds, episodes, generated)
+
+
+def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    keep = dynamic_sampling_keep(torch.tensor([g.rewards for g in groups], dtype=torch.float32)) if groups else []
+    return [g for g, k in zip(groups, keep) if k]
+
+
+def _skip_step(logger: MetricsLogger, step: int, sampled: Sequence[TrajectoryGroup]) -> list:
+    example = next(t.error for g in sampled for t in g.trajectories)
+    warnings.warn(f"RL step {step}: every episode failed ({example}); no update this step", stacklevel=3)
+    logger.log({"step": step, "stage": "event", "event": "step_skipped", "reason": "every episode failed",
+                "example_error": example})
+    return []
+
+
+def correct_failures(run: RLRun, sampled: Sequence[TrajectoryGroup], seed: int) -> HindsightResult | None:
+    """Hindsight corrections of the step's failed episodes (None when hindsight is off): the env's
+    own demonstrations, or continuations by a hinted teacher, verified by the env's reward."""
+    if run.hindsight is None:
+        return None
+    h, options = run.cfg.hindsight, run.cfg.env.options
+    oracle = h.teacher == DEMONSTRATION_TEACHER
+    one_per_task = oracle or RESTARTS.get(h.restart).one_per_task
+    failed = failed_episodes(sampled, h.min_reward, h.max_per_step, one_per_task=one_per_task)
+    if oracle:
+        return demonstration_corrections(run.spec, options, run.tokenizer, failed)
+    ep = run.episodes
+    return hindsight_corrections(run.hindsight_engine or run.engine, run.tokenizer, ep.make_env, ep.reward, failed,
+                                 ep.params, ep.budget, run.hindsight, seed)

@@ -1,0 +1,100 @@
+"""The update's statistics: one small dataclass that adds, and the step's metrics row it becomes.
+
+Every micro-batch (and every loss term) returns an `UpdateStats` of sums over its trained tokens;
+the update adds them up; `metrics()` turns the sums into per-token and per-optimizer-step means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from agentic_rl.rollout.loop import RolloutStats
+
+
+@dataclass
+class UpdateStats:
+    loss: float = 0.0  # summed over micro-batches; a mean over optimizer steps in metrics()
+    entropy: float = 0.0  # sums over trained tokens from here on
+    kl: float = 0.0
+    opd_kl: float = 0.0
+    hindsight_nll: float = 0.0  # summed over the optimizer steps that had corrections
+    clip_low: float = 0.0
+    clip_high: float = 0.0
+    tokens: float = 0.0
+    engine_lp_diff: float = 0.0  # |trainer logprob - sampler logprob|
+    ratio: float = 0.0
+    ratio_max: float = 0.0  # a max, not a sum
+    value_loss: float = 0.0  # summed over micro-batches, like loss
+    value_sq_err: float = 0.0
+    value_clip: float = 0.0
+    nonfinite_minibatches: int = 0
+    # entropy and trained tokens by the index of the turn a token belongs to
+    entropy_by_turn: dict[int, float] = field(default_factory=dict)
+    tokens_by_turn: dict[int, float] = field(default_factory=dict)
+    grad_norms: list[float] = field(default_factory=list)  # one per optimizer step
+
+    def add(self, other: UpdateStats) -> None:
+        """In place: `other`'s sums into these (in the order the update produced them)."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "ratio_max":
+                setattr(self, f.name, max(mine, theirs))
+            elif isinstance(mine, dict):
+                for k, v in theirs.items():
+                    mine[k] = mine.get(k, 0.0) + v
+            elif isinstance(mine, list):
+                mine.extend(theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
+
+    def metrics(self, critic: bool, distill: bool, hindsight: bool) -> dict[str, float]:
+        """Per-token means over trained tokens, per-step means over optimizer steps."""
+        n = max(self.tokens, 1.0)
+        steps = max(len(self.grad_norms), 1)
+        out = {
+            "loss": self.loss / steps,
+            "entropy": self.entropy / n,
+            "kl": self.kl / n,
+            **({"opd_kl": self.opd_kl / n} if distill else {}),
+            **({"hindsight_nll": self.hindsight_nll} if hindsight else {}),
+            "clip_frac": (self.clip_low + self.clip_high) / n,
+            "clip_frac_low": self.clip_low / n,
+            "clip_frac_high": self.clip_high / n,
+            "grad_norm": sum(self.grad_norms) / steps,
+            "optimizer_steps": len(self.grad_norms) - self.nonfinite_minibatches,
+            "nonfinite_minibatches": self.nonfinite_minibatches,
+            "trained_tokens": self.tokens,
+            "engine_logprob_abs_diff": self.engine_lp_diff / n,
+            "ratio_mean": self.ratio / n,
+            "ratio_max": self.ratio_max,
+            **{f"entropy_turn{k}": self.entropy_by_turn[k] / v for k, v in self.tokens_by_turn.items() if v},
+        }
+        if critic:
+            out.update(value_loss=self.value_loss / steps, value_mse=self.value_sq_err / n,
+                       value_clip_frac=self.value_clip / n)
+        return out
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One RL step as `metrics.jsonl` holds it (`row()`)."""
+
+    step: int
+    rollout: dict[str, float]  # rollout_metrics of every group sampled (+ hindsight counts)
+    update: dict[str, float]  # UpdateStats.metrics() + groups_trained, time_train_s
+    sampler: dict[str, float]  # the task sampler's (pass rates)
+    weight_version: int  # the sampler's weights after the step's sync
+    lr: float
+    rollout_stats: RolloutStats
+    seconds: float  # the whole step
+    groups_sampled: int
+    groups_kept: int
+    peak_rss_gb: float
+
+    def row(self) -> dict:
+        return {"step": self.step, "stage": "rl", **self.rollout, **self.update, **self.sampler,
+                "weight_version": self.weight_version, "lr": self.lr, "time_rollout_s": self.rollout_stats.seconds,
+                "time_step_s": self.seconds,
+                "tokens_per_s_rollout": self.rollout_stats.generated_tokens / max(self.rollout_stats.seconds, 1e-9),
+                "groups_sampled": self.groups_sampled, "groups_kept": self.groups_kept,
+                "mem_peak_rss_gb": self.peak_rss_gb}

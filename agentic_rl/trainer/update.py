@@ -1,0 +1,244 @@
+"""The RL update: scored groups with their credit -> the loss terms -> optimizer steps.
+
+The groups of one rollout are split into `rl.optim.minibatches` minibatches, each one optimizer step,
+for `rl.optim.epochs` passes (PPO's minibatch epochs: more learning per sampled token). Within a
+minibatch a micro-batch is one group (its rows share the prompt, forwarded once), or several small
+groups up to `rl.optim.micro_batch_rows` rows (they share the system prompt and tool schemas; one wide
+forward costs less than many narrow ones). Every term uses the minibatch's global normalizer, so the
+gradient equals the whole minibatch's gradient however it is split.
+
+Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gradient signal.
+Without a KL, entropy, value or distillation term they are dropped before the split (DAPO's
+dynamic-sampling filter), so every minibatch has signal.
+
+The PPO ratio's denominator is the behaviour policy. While the weights are still the sampled ones
+(the first minibatch of the first epoch) that is the current logprob, detached, so the ratio starts at
+exactly 1; after an optimizer step it is the sampler's own logprob (`engine_logprob_abs_diff`
+measures how far the sampler's bf16 copy is from the trainer).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentic_rl.algorithms.dapo import mask_truncated
+from agentic_rl.models.forward import SharedPrompt, common_prefix_len, policy_forward, shared_prompt
+from agentic_rl.models.precision import autocast
+from agentic_rl.trainer.batching import batch_layout, make_batch
+from agentic_rl.trainer.config import OptimConfig
+from agentic_rl.trainer.credit import Credit
+from agentic_rl.trainer.loss_terms import DistillTerm, Loss, MicroBatch
+from agentic_rl.trainer.stats import UpdateStats
+from agentic_rl.types import RolloutBatch, Trajectory, TrajectoryGroup
+
+
+@dataclass(frozen=True)
+class UpdateBatch:
+    """What an update trains on: the sampled groups, their credit, and hindsight corrections."""
+
+    rollout: RolloutBatch
+    credit: Credit
+    corrections: Sequence[Trajectory] = ()
+
+
+@dataclass(frozen=True)
+class GroupWork:
+    """One group, with its per-trajectory advantages and (PPO with a critic) returns and values."""
+
+    group: TrajectoryGroup
+    advantages: Sequence[torch.Tensor]
+    returns: Sequence[torch.Tensor] | None = None
+    values: Sequence[torch.Tensor] | None = None
+
+
+def split_minibatches(n: int, k: int) -> list[range]:
+    """`n` groups into min(k, n) contiguous minibatches whose sizes differ by at most one."""
+    k = max(1, min(k, n))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(k)]
+
+
+def group_work(batch: UpdateBatch) -> list[GroupWork]:
+    """The credit, cut per group (groups have equal sizes)."""
+    groups, credit = batch.rollout.groups, batch.credit
+    G = len(groups[0].trajectories) if groups else 0
+    cut = lambda rows: [rows[p * G : (p + 1) * G] for p in range(len(groups))]  # noqa: E731
+    returns = cut(credit.returns) if credit.returns is not None else [None] * len(groups)
+    values = cut(credit.values) if credit.values is not None else [None] * len(groups)
+    return [GroupWork(g, a, r, v) for g, a, r, v in zip(groups, cut(credit.advantages), returns, values)]
+
+
+def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConfig, pad_id: int,
+              critic=None) -> dict[str, float]:
+    """`optim.epochs` passes of `optim.minibatches` optimizer steps over the groups. Hindsight
+    corrections join the first optimizer step (a step of their own when no group has signal).
+    `critic`: a critic module trained by the value term, put in training mode for the update."""
+    start = time.perf_counter()
+    if batch.corrections and loss.hindsight is None:
+        raise ValueError("hindsight corrections to train on, but no hindsight term (hindsight.coef is 0)")
+    work = [w for w in group_work(batch) if loss.regularized or any(bool(a.any()) for a in w.advantages)]
+    stats = UpdateStats()
+    modules = [m for m in (model, critic) if m is not None]
+    for m in modules:
+        m.train()
+    for epoch in range(optim.epochs):
+        parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
+        for k, part in enumerate(parts):
+            first = epoch == 0 and k == 0
+            stats.add(_minibatch_step(model, optimizer, [work[i] for i in part], loss, optim, pad_id, on_policy=first,
+                                      corrections=batch.corrections if first else ()))
+    for m in modules:
+        m.eval()
+    out = stats.metrics(critic is not None, any(isinstance(t, DistillTerm) for t in loss.terms),
+                        bool(batch.corrections))
+    out.update(groups_trained=len(work), time_train_s=time.perf_counter() - start)
+    return out
+
+
+def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, optim: OptimConfig, pad_id: int,
+                    on_policy: bool, corrections: Sequence[Trajectory] = ()) -> UpdateStats:
+    """One optimizer step over `work`: the micro-batches' backward passes (then the corrections'),
+    the shared prompt's, a clipped gradient, and the step (skipped when the gradient is not finite)."""
+    stats = UpdateStats()
+    trained = [t for w in work for t in w.group.trajectories if not (loss.mask_truncated and t.truncated)]
+    norm = loss.normalizer(trained)
+    optimizer.zero_grad(set_to_none=True)
+    micros = split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
+    micro_rows = [[t for w in micro for t in w.group.trajectories] for micro in micros]
+    with autocast(loss.precision):  # the system prompt, forwarded once for every micro-batch
+        shared = shared_prompt(model, micro_rows + ([list(corrections)] if corrections else []))
+    for micro, rows in zip(micros, micro_rows):
+        value, micro_stats = _micro_loss(model, micro, rows, loss, norm, pad_id, on_policy, shared)
+        value.backward()
+        micro_stats.loss = float(value.detach())
+        stats.add(micro_stats)
+    if corrections:
+        stats.add(_hindsight_backward(model, corrections, loss, pad_id, shared))
+    if shared is not None:  # after every backward that read the prompt's cache
+        shared.backward()
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
+    if math.isfinite(grad_norm):  # a non-finite loss gives a non-finite norm too
+        optimizer.step()
+    else:  # skipped: the weights and the optimizer's moments stay as they were
+        stats.nonfinite_minibatches += 1
+    optimizer.zero_grad(set_to_none=True)
+    stats.grad_norms.append(grad_norm)
+    return stats
+
+
+def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss, norm: float, pad_id: int,
+                on_policy: bool, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+    """One forward pass of the micro-batch's rows, and the sum of the loss terms on it."""
+    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages])
+    mask = batch.loss_mask
+    if loss.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
+        mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows]))
+    with autocast(loss.precision):
+        out = policy_forward(model, batch, loss.temperature, shared=shared, **loss.forward_needs())
+    old = out.logprobs.detach() if on_policy else batch.old_logprobs
+    critic = micro[0].returns is not None
+    mb = MicroBatch(rows, batch, mask, old, micro[0].group.task,
+                    batch_layout([r for w in micro for r in w.returns], batch) if critic else None,
+                    batch_layout([v for w in micro for v in w.values], batch) if critic else None)
+    stats = _token_stats(out, mb)
+    total = None
+    for term in loss.terms:
+        value, term_stats = term(out, mb, norm)
+        total = value if total is None else total + value
+        stats.add(term_stats)
+    return (total if total is not None else torch.zeros(())), stats
+
+
+def _token_stats(out, mb: MicroBatch) -> UpdateStats:
+    """What every micro-batch reports whatever the terms: entropy (also per turn), the ratio to the
+    behaviour policy, the trainer-sampler logprob gap, the trained tokens."""
+    logp, mask = out.logprobs.detach(), mb.mask
+    ratio = torch.exp((logp - mb.old_logprobs) * mask)
+    stats = UpdateStats(entropy=float((out.entropy.detach() * mask).sum()), ratio=float((ratio * mask).sum()),
+                        ratio_max=float(ratio[mask.bool()].max()) if mask.any() else 0.0, tokens=float(mask.sum()),
+                        engine_lp_diff=float(((logp - mb.batch.old_logprobs).abs() * mask).sum()))
+    turns = batch_layout([torch.tensor([k for k, turn in enumerate(t.turns)
+                                        for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
+                          for t in mb.rows], mb.batch)
+    for k in range(int(turns.max()) + 1 if turns.numel() else 0):
+        sel = mask * (turns == k)
+        stats.entropy_by_turn[k] = float((out.entropy.detach() * sel).sum())
+        stats.tokens_by_turn[k] = float(sel.sum())
+    return stats
+
+
+def _hindsight_backward(model, corrections: Sequence[Trajectory], loss: Loss, pad_id: int,
+                        shared: SharedPrompt | None) -> UpdateStats:
+    """The hindsight term on the corrections, into the same gradient as the RL loss."""
+    batch = make_batch(corrections, pad_id)
+    with autocast(loss.precision):
+        out = policy_forward(model, batch, shared=shared)
+    value, stats = loss.hindsight(out, batch, batch.loss_mask.sum().clamp(min=1.0))
+    value.backward()
+    return stats
+
+
+def _route(loss: Loss):
+    """task -> the teachers it is routed to (micro-batches never mix routes), or None."""
+    distill = next((t for t in loss.terms if isinstance(t, DistillTerm)), None)
+    return (lambda task: tuple(distill.teachers.chosen(task))) if distill is not None else None
+
+
+def micro_batches(work: Sequence[GroupWork], max_rows: int, route=None) -> list[list[GroupWork]]:
+    """Consecutive groups packed into micro-batches of at most `max_rows` rows; a group is never split
+    (its rows share the prompt), and groups with different `route(task)` never share one (the
+    teachers score a micro-batch as a whole)."""
+    out: list[list[GroupWork]] = []
+    rows = 0
+    current = None
+    for item in work:
+        n = len(item.group.trajectories)
+        key = route(item.group.task) if route is not None else None
+        if out and rows + n <= max_rows and key == current:
+            out[-1].append(item)
+            rows += n
+        else:
+            out.append([item])
+            rows, current = n, key
+    return out
+
+
+def split_ragged(micros: list[list[GroupWork]], min_saved: int = 64) -> list[list[GroupWork]]:
+    """Each micro-batch of one group whose rows differ much in length, as two: the rows sorted by
+    length and cut where the fewest padded positions remain. A micro-batch is as wide as its longest
+    row, so one group of 8 with four 21-token and four ~150-token completions paid for 8 x 162
+    positions instead of 4 x 21 + 4 x 162. Both parts forward the group's prompt (beyond the step's
+    shared system prompt, a few dozen tokens); the loss is a sum over rows with the minibatch's
+    normalizer, so the gradient is the same."""
+    out: list[list[GroupWork]] = []
+    for micro in micros:
+        w = micro[0]
+        rows = w.group.trajectories
+        if len(micro) > 1 or len(rows) < 4:
+            out.append(micro)
+            continue
+        ids = [t.token_ids() for t in rows]
+        p = common_prefix_len(ids, [t.loss_mask() for t in rows])
+        order = sorted(range(len(rows)), key=lambda i: len(ids[i]))
+        own = [len(ids[i]) - p for i in order]
+        n = len(own)
+        cost, k = min((k * own[k - 1] + (n - k) * own[-1], k) for k in range(1, n))
+        if n * own[-1] - cost < max(min_saved, n * own[-1] // 5):
+            out.append(micro)
+            continue
+        out += [[_subgroup(w, idx)] for idx in (order[:k], order[k:])]
+    return out
+
+
+def _subgroup(w: GroupWork, idx: Sequence[int]) -> GroupWork:
+    def pick(xs):
+        return None if xs is None else [xs[i] for i in idx]
+
+    return GroupWork(TrajectoryGroup(w.group.task, tuple(w.group.trajectories[i] for i in idx)), pick(w.advantages),
+                     pick(w.returns), pick(w.values))
