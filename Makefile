@@ -3,6 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+TRL_VENV ?= .venv-trl
 
 .PHONY: install demo test test-slow lint bench clean
 
@@ -31,8 +32,10 @@ test-slow: install
 lint: install
 	$(BIN)/ruff check agentic_rl tests benchmarks
 
+# TRL's own venv (pinned to the reference run's versions) is created on the first run.
 bench: install
-	$(BIN)/python benchmarks/bench_grpo_step.py
+	TRL_VENV=$(abspath $(TRL_VENV)) PY=$(PY) TORCH=$(TORCH) bash benchmarks/trl_harness/setup_venv.sh
+	$(BIN)/python benchmarks/bench_grpo_step.py --trl-python $(TRL_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(TRL_VENV) runs .pytest_cache
