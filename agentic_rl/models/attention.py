@@ -7,7 +7,7 @@ time, its backward 18%. The same attention as two products and a softmax takes 1
 queries of 40-150 tokens, while for long sequences (1,024 against 1,024) the fused kernel is 2x
 faster and stores no score matrix. So a forward takes the products when its scores are small
 (`EAGER_MAX_SCORES` in all, at most `EAGER_MAX_PER_HEAD` per row and head) and SDPA otherwise
-(`benchmarks/bench_train_step.py`, docs/results.md, session 39).
+(`benchmarks/bench_train_step.py`, docs/results.md#one-grpo-update).
 
 Only plain masked softmax attention takes the products; anything else a model asks of its attention
 (soft-capping, sliding windows, position biases, sinks, dropout, no mask at all) goes to SDPA as before.

@@ -1,5 +1,5 @@
-"""Reward-hacking detectors (seed 003): behaviours that collect reward, or its shaping terms, without
-doing the task. Each is a 0/1 flag per trajectory in `details` (so `rollout_metrics` can average it)
+"""Reward-hacking detectors: behaviours that collect reward, or its shaping terms, without doing the
+task. Each is a 0/1 flag per trajectory in `details` (so `rollout_metrics` can average it)
 and the detector is a reward term: with a negative weight in a `Rubric` it becomes a penalty.
 
 - unused tool results: a call whose result never shows up in anything the policy wrote afterwards

@@ -1,4 +1,4 @@
-"""The multi-tier verifier ladder (seed 000 §3.3): spend expensive verification only where it pays.
+"""The multi-tier verifier ladder: spend expensive verification only where it pays.
 
 Tiers are ordered by cost (rules and schema checks, then simulation, then high fidelity, then a
 "world" or human tier). A candidate climbs while it passes; it stops at the first tier that rejects

@@ -1,5 +1,5 @@
-"""Reward composition: a weighted list of reward functions with gating (ToolRL; seed 001 "Reward
-Design"): the outcome dominates, and shaping terms (format, tool match) count only while the
+"""Reward composition: a weighted list of reward functions with gating (ToolRL, Qian et al. 2025):
+the outcome dominates, and shaping terms (format, tool match) count only while the
 outcome is not achieved, capped below the outcome's own weight, so that no choice of weights lets
 shaping beat a correct answer. Weight 0 logs a term without rewarding it.
 """

@@ -1,7 +1,7 @@
-"""Rewards that need no answer key (seed 000 §3): agreement with the group and the model's own
-confidence. Both are optional terms; on their own they reward consensus, not truth (TTRL-style
-training works only while the majority is mostly right), so they are logged by default (weight 0)
-and mixed in deliberately.
+"""Rewards that need no answer key (TTRL's majority vote, Zuo et al. 2025; self-certainty): agreement
+with the group and the model's own confidence. Both are optional terms; on their own they reward
+consensus, not truth (TTRL-style training works only while the majority is mostly right), so they
+are logged by default (weight 0) and mixed in deliberately.
 
 Self-consistency is a property of a group, so it is a *group reward*: `score_group(group) ->
 [Score]`; `score_groups` calls that when a reward has it.

@@ -70,6 +70,6 @@ COMPOUND_SPEC = _spec("calculator_compound", "compound")
 MIXED_SPEC = _spec("calculator_mixed", "mixed")
 CHAIN_SPEC = _spec("calculator_chain", "chain")
 # Compound demonstrations of which a quarter of the word problems first carry the unit into the call,
-# read the error and call again (the mistake out of the loss; docs/envs/calculator.md#recovery-demonstrations).
+# read the error and call again (the mistake out of the loss; docs/envs/calculator.md#recovery-demonstrations-calculator_recover).
 RECOVER_SPEC = _spec("calculator_recover", "compound", recover=0.25)
 SPECS = (SPEC, PLAN_SPEC, COMPOUND_SPEC, MIXED_SPEC, CHAIN_SPEC, RECOVER_SPEC)

@@ -1,4 +1,4 @@
-"""ReTool: math problems solved by writing Python that runs in the sandbox (seed 001's case study).
+"""ReTool: math problems solved by writing Python that runs in the sandbox (ReTool, Feng et al. 2025).
 
 The policy writes `<code>...</code>`; generation stops there; the program runs in a bubblewrap
 sandbox that keeps its variables for the rest of the episode; what it printed comes back inside

@@ -1,4 +1,4 @@
-"""Search-R1: questions answered by searching a local corpus (seed 001's case study).
+"""Search-R1: questions answered by searching a local corpus (Search-R1, Jin et al. 2025).
 
 The policy writes `<search>query</search>`; generation stops there; a BM25 retriever returns the top
 passages inside `<information>...</information>` in the same assistant turn (masked: never trained
