@@ -30,7 +30,7 @@ ALGORITHMS: dict[str, list[str]] = {
     "gspo": ["rl.algorithm.policy_loss=gspo", "rl.algorithm.clip_low=3e-4", "rl.algorithm.clip_high=4e-4", "rl.algorithm.aggregation=seq-mean-token-mean"],
     "dapo": ["rl.algorithm.clip_high=0.28", "rl.algorithm.overlong_buffer=64", "rl.tasks.sampler=pass_rate"],
     "cispo": ["rl.algorithm.policy_loss=cispo", "rl.algorithm.clip_high=4.0"],
-    "ppo_gae": ["rl.algorithm.advantage=gae", "rl.critic.kind=value_head", "rl.optim.minibatches=2"],
+    "ppo_gae": ["rl.algorithm.advantage=gae", "rl.critic.kind.kind=value_head", "rl.optim.minibatches=2"],
     # GRPO plus rule-based per-turn rewards (tool error, repeated call, empty result): issue 5's
     # process-reward comparison, against the plain "grpo" row from the same start
     "grpo_step_signals": ["rl.algorithm.process_reward=step_signals"],

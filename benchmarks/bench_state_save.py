@@ -7,7 +7,7 @@ saved by `StateStore.save` in two arms, alternated in every repetition:
 
   sync    the state written before `save` returns (`checkpoint.async_save: false`)
   async   `save` copies the tensors and returns; a writer thread writes while the training thread
-          runs its next piece of work (`checkpoint.async_save: true`, the default)
+          runs its next piece of work (`checkpoint.async_save: true`; off by default)
 
 After each save the training thread runs a fixed workload (forward and backward passes of the model
 on a recipe-sized micro-batch); the same workload also runs with no save at all. The cost to the

@@ -80,7 +80,7 @@ def arm_advantages(groups, cfg, arm: str):
 def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool,
                  products: bool) -> dict:
     model.load_state_dict(weights)
-    optimizer = _optimizer(model, None, cfg.rl.optim.lr, cfg.rl.critic.lr)
+    optimizer = _optimizer(model, None, cfg.rl.optim.lr, cfg.rl.critic.kind.lr)
     real, real_split = update_module.shared_prompt, update_module.split_ragged
     real_attention = forward_module.training_attention
     update_module.shared_prompt = real if share else (lambda *args, **kwargs: None)

@@ -6,8 +6,8 @@ second action (prompt, first action, tool result). Every model in `--models` is 
 whether its greedy next action opens a second call (the first `--look` greedy tokens contain
 "<tool_call>") rather than writing an answer. Greedy throughout, so the probe is deterministic.
 
-    python benchmarks/probe_second_call.py --policy runs/s13-opd-fwd/checkpoints/rl \
-        --models runs/s13-sft128/checkpoints/sft runs/s13-opd-fwd/checkpoints/rl runs/s13-x3/checkpoints/sft
+    python benchmarks/probe_second_call.py --policy runs/opd-fwd/checkpoints/rl \
+        --models runs/sft128-x1/checkpoints/sft runs/opd-fwd/checkpoints/rl runs/sft128-x3/checkpoints/sft
 """
 
 from __future__ import annotations
