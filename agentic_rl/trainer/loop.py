@@ -26,7 +26,7 @@ from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.checks import check_config
-from agentic_rl.trainer.config import Config, to_dict
+from agentic_rl.trainer.config import Config, ModelConfig, to_dict
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.rl_loop import run_rl
@@ -47,13 +47,13 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     progress = saved.progress if saved else Progress()
     (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     if progress.rl_adapter:
-        model = _rl_shape(model, cfg)
+        model = _rl_shape(model, cfg.model)
     if saved is not None:
         _restore(model, saved)
     logger = MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
     logger.global_step = progress.logger_step
-    run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg, progress.engine_version), logger, store,
-              progress)
+    run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg.model.precision, progress.engine_version),
+              logger, store, progress)
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
         run.held_out("base_zero_shot")
@@ -70,8 +70,8 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         run.done("sft", weights=True)
     if cfg.rl.steps and "rl" not in progress.stages:
         if not progress.rl_adapter and is_lora(run.model):  # the KL reference (adapters off) becomes the SFT model
-            run.model, progress.rl_adapter = _rl_shape(run.model, cfg), True
-            run.engine = _engine(run.model, tokenizer, cfg, 0)
+            run.model, progress.rl_adapter = _rl_shape(run.model, cfg.model), True
+            run.engine = _engine(run.model, tokenizer, cfg.model.precision, 0)
         run.timed("rl", lambda: run_rl(run.model, tokenizer, run.engine, spec, cfg, logger, store, progress, saved))
         progress.stages.append("rl")
     if cfg.rl.steps:
@@ -138,14 +138,15 @@ class Run:
         self.store.save(stage, self.progress, self.model if weights else None, config=self.cfg)
 
 
-def _engine(model, tokenizer, cfg: Config, version: int) -> HFEngine:
-    engine = HFEngine(model, tokenizer, cfg.model.precision)
+def _engine(model, tokenizer, precision: str, version: int) -> HFEngine:
+    engine = HFEngine(model, tokenizer, precision)
     engine.version = version
     return engine
 
 
-def _rl_shape(model, cfg: Config):
-    return start_rl_adapter(model, cfg.model.lora_rank, cfg.model.lora_alpha)
+def _rl_shape(model, m: ModelConfig):
+    """LoRA: the SFT adapter merged into the base, which becomes the KL reference, and a fresh adapter on."""
+    return start_rl_adapter(model, m.lora_rank, m.lora_alpha)
 
 
 def _restore(model, saved) -> None:

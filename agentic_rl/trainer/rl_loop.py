@@ -16,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mixed_tasks
+from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
@@ -45,7 +46,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     """RL steps from `progress.rl_step + 1` (0 on a fresh run) to `rl.steps`, with a state checkpoint
     every `checkpoint.every` steps and after the last."""
     # before the optimizer, the reference and the critic exist
-    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg, tokenizer),
+    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=cfg.model.memory_check)
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
     if saved is not None and progress.rl_step > 0:
@@ -129,10 +130,15 @@ def _reference(model):
     return ref
 
 
-def _prompt_tokens(spec: EnvSpec, cfg: Config, tokenizer) -> int:
-    env = spec.make_env(cfg.env.options)
-    task = spec.tasks("train", 1, cfg.rl.seed)[0]
-    return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas), add_special_tokens=False))
+def _prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer) -> int:
+    """The tokens of a training task's prompt (system prompt, tools, question)."""
+    env = spec.make_env(options)
+    try:
+        task = spec.tasks("train", 1, seed)[0]
+        return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas),
+                                    add_special_tokens=False))
+    finally:
+        close_env(env)
 
 
 def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, cfg: Config,

@@ -102,18 +102,17 @@ def sft_steps(model, trajectories: Sequence[Trajectory], s: SFTConfig, pad_id: i
             yield step, metrics
 
 
-def sft_trajectories(spec: EnvSpec, cfg: Config, tokenizer) -> list:
+def sft_trajectories(spec: EnvSpec, s: SFTConfig, options: dict, tokenizer) -> list:
     """The SFT data: a file (`sft.data`) or the env's demonstrations, capped at `sft.examples`."""
-    s = cfg.sft
     if s.data:
-        env = spec.make_env(cfg.env.options)
+        env = spec.make_env(options)
         data = load_sft_file(s.data, env.format, tokenizer, env.tool_schemas, s.min_reward)
         return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
     tasks = (mixed_tasks(spec.tasks("train", MIX_STRETCH * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
              else spec.tasks("train", s.examples, s.seed))
-    return [demonstrate(spec, cfg.env.options, t, tokenizer)[1] for t in tasks]
+    return [demonstrate(spec, options, t, tokenizer)[1] for t in tasks]
 
 
 def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore,
@@ -121,7 +120,7 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
     """Trains, logs every step (and the held-out loss), returns the training losses. With a state
     store, a state every `checkpoint.sft_every` steps; a resumed run continues after `progress.sft_step`."""
     s = cfg.sft
-    data = sft_trajectories(spec, cfg, tokenizer)
+    data = sft_trajectories(spec, s, cfg.env.options, tokenizer)
     cut = int(len(data) * s.heldout)
     held, train_data = data[:cut], data[cut:]
     total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))

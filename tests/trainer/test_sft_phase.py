@@ -78,13 +78,13 @@ def test_sft_demonstrates_the_mix_it_is_given(tokenizer):
     from agentic_rl.trainer.sft import sft_trajectories
 
     spec = get_env("calculator_compound")
-    mixed = load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix_key=family", "sft.mix={two_step: 1}"])
-    trajs = sft_trajectories(spec, mixed, tokenizer)
+    data = lambda *o: sft_trajectories(spec, load_config("recipes/calculator.yaml", list(o)).sft, {}, tokenizer)  # noqa: E731
+    trajs = data("sft.examples=10", "sft.mix_key=family", "sft.mix={two_step: 1}")
     assert len(trajs) == 10 and {t.task.meta["family"] for t in trajs} == {"two_step"}
     # the recipe's own mix (by template, 2 or 4 shares of 34) demonstrates every training template
-    recipe = sft_trajectories(spec, load_config("recipes/calculator.yaml"), tokenizer)
+    recipe = data()
     assert {t.task.meta["template"] for t in recipe} == {t.id for t in TRAIN_TEMPLATES}
-    plain = sft_trajectories(spec, load_config("recipes/calculator.yaml", ["sft.examples=10", "sft.mix={}"]), tokenizer)
+    plain = data("sft.examples=10", "sft.mix={}")
     assert [t.task.id for t in plain] == [t.id for t in spec.tasks("train", 10, 1)]
 
 
