@@ -71,7 +71,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     if cfg.rl.steps and "rl" not in progress.stages:
         if not progress.rl_adapter and is_lora(run.model):  # the KL reference (adapters off) becomes the SFT model
             run.model, progress.rl_adapter = _rl_shape(run.model, cfg.model), True
-            run.engine = _engine(run.model, tokenizer, cfg.model.precision, 0)
+            run.engine = _engine(run.model, tokenizer, cfg.model.precision, run.engine.version)
         run.timed("rl", lambda: run_rl(run.model, tokenizer, run.engine, spec, cfg, logger, store, progress, saved))
         progress.stages.append("rl")
     if cfg.rl.steps:

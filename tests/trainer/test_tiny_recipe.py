@@ -96,3 +96,13 @@ def test_gradient_checkpointing_trains_the_same_step(tmp_path, snapshot):
     assert ckpt["tokens_generated"] == plain["tokens_generated"]  # the same episodes
     assert math.isclose(ckpt["loss"], plain["loss"], rel_tol=1e-4, abs_tol=1e-7)
     assert all(torch.allclose(plain_weights[k], ckpt_weights[k], atol=2 * lr) for k in plain_weights)
+
+
+def test_the_policy_version_keeps_counting_when_lora_starts_its_rl_adapter(tmp_path):
+    """With LoRA, RL trains a fresh adapter on the SFT model (a new sampler over it); the weight
+    version the steps log continues from the SFT's sync instead of starting again: SFT's sync is
+    version 1, RL's two steps 2 and 3."""
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "eval.baselines=false", "model.lora_rank=4"])
+    loop.train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["weight_version"] for r in rows if r["stage"] == "rl"] == [2, 3]
