@@ -31,6 +31,8 @@ CASES = [
     ("one sample per group", ["train", TINY, "--set", "rl.tasks.group_size=1"], "rl.tasks.group_size must be >= 2"),
     ("negative learning rate", ["train", TINY, "--set", "rl.optim.lr=-1e-6"], "rl.optim.lr must be > 0"),
     ("top-p above 1", ["train", TINY, "--set", "rollout.top_p=1.5"], "rollout.top_p must be in (0, 1]"),
+    ("greedy RL rollouts", ["train", TINY, "--set", "rollout.temperature=0"], "rollout.temperature: 0 is greedy decoding"),
+    ("top-p below 1 for RL", ["train", TINY, "--set", "rollout.top_p=0.9"], "RL needs rollout.top_p: 1"),
     ("zero-token turns", ["train", TINY, "--set", "rollout.max_new_tokens=0"], "rollout.max_new_tokens must be >= 1"),
     ("unsupported precision", ["train", TINY, "--set", "model.precision=fp16"], "model.precision: unknown precision 'fp16'; known: auto, bf16, fp32"),
     ("GAE without a critic", ["train", TINY, "--set", "rl.algorithm.advantage=gae"], "rl.algorithm.advantage: gae needs a critic"),

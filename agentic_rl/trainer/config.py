@@ -391,6 +391,14 @@ def _check_ranges(cfg: Config) -> None:
         (0 < ro.top_p <= 1, "rollout.top_p must be in (0, 1]"),
         (ro.temperature >= 0, "rollout.temperature must be >= 0"),
         (ro.step_timeout_s >= 0, "rollout.step_timeout_s must be >= 0 (0 = no limit)"),
+        (not rl.steps or ro.temperature > 0,
+         "rollout.temperature: 0 is greedy decoding, and RL trains on samples of a distribution (the "
+         "trainer divides the logits by the temperature); use a temperature > 0, e.g. 0.7. Held-out "
+         "evaluation decodes greedily already"),
+        (not rl.steps or ro.top_p == 1,
+         "rollout.top_p < 1 samples from a truncated distribution, but the sampler's stored logprobs and "
+         "the trainer's are of the whole one, so every importance ratio would be wrong; RL needs "
+         "rollout.top_p: 1"),
         (not rl.steps or rl.tasks.group_size >= 2,
          "rl.tasks.group_size must be >= 2: group-relative advantages need several samples"),
         (0 < rl.filters.variance_keep <= 1, "rl.filters.variance_keep must be in (0, 1]"),

@@ -34,6 +34,8 @@ def recipe(tmp_path):
         ("rl: 5\n", [], "rl: expected a section"),
         ("", ["rl.tasks.group_size=1", "rl.steps=2"], "rl.tasks.group_size must be >= 2"),
         ("", ["rollout.top_p=1.5"], "rollout.top_p"),
+        ("", ["rl.steps=2", "rollout.temperature=0"], "rollout.temperature: 0 is greedy decoding"),
+        ("", ["rl.steps=2", "rollout.top_p=0.9"], "rollout.top_p < 1 samples from a truncated distribution"),
         ("", ["rollout.greedy_per_group=1"], "unknown key 'rollout.greedy_per_group'"),  # removed knobs
         ("", ["rl.freeze_layers=10"], "unknown key 'rl.freeze_layers'"),
         ("", ["rl.train_observations=true"], "unknown key 'rl.train_observations'"),
