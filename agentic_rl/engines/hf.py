@@ -71,6 +71,14 @@ class HFEngine:
         self.version += 1
         return self.version
 
+    @torch.no_grad()
+    def score(self, ids: Sequence[int]) -> torch.Tensor:
+        """(T - 1,) fp32 log p(ids[t] | ids[:t]) for t >= 1 under the weights this engine samples
+        from, at temperature 1: what a check of the sampler's weights compares with the trainer's."""
+        x = torch.tensor([list(ids)])
+        logits = self._infer(input_ids=x).logits[0, :-1].float()
+        return torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:, None])[:, 0]
+
     def session(self, seed: int = 0) -> HFSession:
         return HFSession(self, seed)
 

@@ -36,13 +36,15 @@ class Remedies:
         self.healthy = {"model": copy.deepcopy(self.model.state_dict()),
                         "optimizer": copy.deepcopy(self.optimizer.state_dict())}
 
-    def apply(self, names: Sequence[str], cfg: Config) -> tuple[Config, list[dict]]:
-        """The config after the named remedies, in order, and one event per remedy."""
-        events = []
+    def apply(self, names: Sequence[str], cfg: Config) -> tuple[Config, list[dict], bool]:
+        """The config after the named remedies, in order, one event per remedy, and whether a remedy
+        changed the weights (the sampler then needs them: `engine.sync_weights()`)."""
+        events, weights = [], False
         for name in names:
             cfg, details = REMEDIES.get(name)(self, cfg)
             events.append({"event": "remediation", "action": name, **details})
-        return cfg, events
+            weights = weights or bool(details.get("rolled_back"))
+        return cfg, events, weights
 
 
 Remedy = Callable[[Remedies, Config], "tuple[Config, dict]"]

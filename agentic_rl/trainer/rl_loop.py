@@ -59,7 +59,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     bar = tqdm(range(progress.rl_step + 1, steps + 1), desc="grpo", disable=not cfg.log.progress)
     for step in bar:
         record = rl_step(run, step)
-        run.reconfigure(_watch(monitor, remedies, record, run.cfg, logger))
+        run.reconfigure(_watch(monitor, remedies, record, run, logger))
         _count_bad_step(progress, record, run.cfg.rl.max_bad_steps, logger)
         if cfg.eval.every and step % cfg.eval.every == 0 and step < steps:  # the last: train() evaluates
             _eval_during_rl(step, engine, tokenizer, spec, cfg, logger)
@@ -141,17 +141,20 @@ def _prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer) -> int:
         close_env(env)
 
 
-def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, cfg: Config,
+def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run: RLRun,
            logger: MetricsLogger) -> Config:
     """The echo-trap monitor after each step: a warning and its remedies become events (and the
-    config they leave); a quiet step is the new healthy point a rollback returns to."""
-    actions = cfg.rl.collapse.actions
+    config they leave); a quiet step is the new healthy point a rollback returns to. Weights a
+    remedy restored go to the sampler at once, so the next rollout samples the policy that trains."""
+    actions = run.cfg.rl.collapse.actions
     warning = monitor.update(record.row())
     if warning is None:
         if "rollback" in actions:
             remedies.mark_healthy()
-        return cfg
-    cfg, events = remedies.apply(actions, cfg)
+        return run.cfg
+    cfg, events, weights_changed = remedies.apply(actions, run.cfg)
+    if weights_changed:
+        run.engine.sync_weights()
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})
     return cfg

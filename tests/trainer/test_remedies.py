@@ -20,7 +20,8 @@ def test_each_remedy_changes_the_next_step(tiny, make_group):
     with torch.no_grad():
         next(tiny.parameters()).add_(1.0)  # the run drifts after the healthy point
     names = ["variance_filter", "entropy_bonus", "clip_high", "lower_lr", "rollback"]
-    after, events = remedies.apply(names, cfg)
+    after, events, weights_changed = remedies.apply(names, cfg)
+    assert weights_changed  # the rollback restored weights
     assert [e["action"] for e in events] == names
     assert events[0]["variance_keep"] == [1.0, 0.5] and events[2]["clip_high"] == [0.2, pytest.approx(0.28)]
     alg = after.rl.algorithm
@@ -42,5 +43,44 @@ def test_a_remedied_knob_reaches_the_loss(tiny):
 
     cfg = load_config("recipes/tiny.yaml")
     assert not any(isinstance(t, EntropyTerm) for t in build_loss(cfg, tiny).terms)
-    after, _ = Remedies(torch.optim.SGD(tiny.parameters(), lr=0.1), tiny).apply(["entropy_bonus"], cfg)
+    after, _, weights_changed = Remedies(torch.optim.SGD(tiny.parameters(), lr=0.1), tiny).apply(["entropy_bonus"], cfg)
+    assert not weights_changed
     assert [t.coef for t in build_loss(after, tiny).terms if isinstance(t, EntropyTerm)] == [1e-3]
+
+
+def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenizer, monkeypatch, tmp_path):
+    """The sampler keeps its own bf16 copy of the weights. A rollback restores the policy; the copy
+    must follow at once, or the next rollout samples the collapsed policy: the engine's logprobs of
+    a fixed sequence equal those of a fresh bf16 copy of the restored policy, bit for bit."""
+    import copy
+    from types import SimpleNamespace
+
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.monitor.collapse import CollapseMonitor
+    from agentic_rl.monitor.logger import MetricsLogger
+    from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer.stats import StepRecord
+
+    cfg = load_config("recipes/tiny.yaml", ["rl.collapse.actions=[rollback]"])
+    engine = HFEngine(tiny, tokenizer, "bf16")
+    opt = torch.optim.AdamW(tiny.parameters(), lr=1e-3)
+    remedies = Remedies(opt, tiny)
+    remedies.mark_healthy()
+    with torch.no_grad():  # the update that collapsed, synced to the sampler as every update is
+        for p in tiny.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    engine.sync_weights()
+    ids = list(range(100, 140))
+    collapsed = engine.score(ids)
+    monitor = CollapseMonitor()
+    monkeypatch.setattr(monitor, "update", lambda record: {"event": "collapse_warning", "evidence": {}})
+    run = SimpleNamespace(cfg=cfg, engine=engine)
+    record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0)
+    rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
+    restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        x = torch.tensor([ids])
+        want = torch.log_softmax(restored(input_ids=x).logits[0, :-1].float(), -1).gather(1, x[0, 1:, None])[:, 0]
+    assert not torch.equal(collapsed, want)
+    assert torch.equal(engine.score(ids), want)
+
