@@ -1,10 +1,17 @@
 """KL to the reference policy (k1 / k2 / k3 estimators) and the entropy bonus.
 
 A KL estimate per sampled token can be used two ways:
-- as a loss term: `kl_coef * aggregate(KL_ESTIMATORS.get(name)(logp, ref_logp, mask), mask, norm)`
-  (GRPO's choice; the gradient flows through `logp`);
 - as a reward penalty: `kl_penalty_rewards(...)` gives detached per-token rewards `-coef * kl_t` to
-  pass as `AdvantageInputs.token_rewards_BT` (InstructGPT/PPO and REINFORCE++ style).
+  pass as `AdvantageInputs.token_rewards_BT` (InstructGPT/PPO and REINFORCE++ style); only the
+  estimate's value matters, and any estimator serves;
+- as a loss term: `kl_coef * aggregate(KL_LOSSES.get(name)(logp, ref_logp, mask), mask, norm)`
+  (GRPO's choice); here the gradient is what counts, and on the policy's own samples the estimators
+  differ (g = grad log pi of the sampled token):
+      k1: E[g] = 0                                     noise only: refused as a loss
+      k2: E[(log pi - log pi_ref) g] = grad KL(pi || pi_ref)    the reverse-KL gradient
+      k3: E[(1 - pi_ref / pi) g] = grad KL(pi_ref || pi)       the forward KL's, not the one it names
+  so `KL_LOSSES` holds k2, and k3 valued as k3 with k2's gradient (the straight-through form verl
+  ships as "k3+"): both descend KL(pi || pi_ref).
 
 All estimates are of KL(pi || pi_ref) from samples of pi (Schulman 2020, "Approximating KL
 divergence", http://joschu.net/blog/kl-approx.html), with log r = log pi_ref - log pi per token.
@@ -45,9 +52,25 @@ def kl_k2(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: tor
 
 @KL_ESTIMATORS.register("k3")
 def kl_k3(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, mask_BT: torch.Tensor | None = None) -> torch.Tensor:
-    """k3 = r - 1 - log r. Unbiased, >= 0, low variance; the GRPO paper's choice (DeepSeekMath)."""
+    """k3 = r - 1 - log r. Unbiased, >= 0, low variance; the GRPO paper's choice (DeepSeekMath). As a
+    loss its own gradient is KL(pi_ref || pi)'s (`KL_LOSSES` uses `kl_k3_loss`)."""
     log_r = _log_r(logprobs_BT, ref_logprobs_BT, mask_BT)
     return torch.exp(log_r) - 1 - log_r
+
+
+# rl.algorithm.kl_estimator with kl_mode: loss. Each entry's gradient on the policy's own samples is,
+# in expectation, the gradient of KL(pi || pi_ref); k1's is zero, so k1 is not one.
+KL_LOSSES: Registry = Registry("kl loss estimator")
+KL_LOSSES.register("k2")(kl_k2)
+
+
+@KL_LOSSES.register("k3")
+def kl_k3_loss(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor,
+               mask_BT: torch.Tensor | None = None) -> torch.Tensor:
+    """k3's value with k2's gradient (straight-through): the reported loss is the unbiased, low-variance
+    k3 estimate, and what it trains descends KL(pi || pi_ref)."""
+    k2 = kl_k2(logprobs_BT, ref_logprobs_BT, mask_BT)
+    return k2 + (kl_k3(logprobs_BT, ref_logprobs_BT, mask_BT) - k2).detach()
 
 
 def kl_penalty_rewards(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
-from agentic_rl.algorithms.kl import KL_ESTIMATORS
+from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_LOSSES
 from agentic_rl.algorithms.losses import POLICY_LOSSES
 
 GROUPS = {
@@ -21,6 +21,7 @@ GROUPS = {
     "agentic_rl.policy_losses": POLICY_LOSSES,
     "agentic_rl.aggregations": AGGREGATIONS,
     "agentic_rl.kl_estimators": KL_ESTIMATORS,
+    "agentic_rl.kl_losses": KL_LOSSES,
 }
 _loaded: set[str] = set()
 

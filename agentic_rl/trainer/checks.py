@@ -13,7 +13,7 @@ from pathlib import Path
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
 from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
-from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_MODES
+from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_LOSSES, KL_MODES
 from agentic_rl.algorithms.losses import POLICY_LOSSES
 from agentic_rl.algorithms.plugins import load_plugins
 from agentic_rl.data.curriculum import SAMPLERS
@@ -57,6 +57,7 @@ def check_config(cfg: Config) -> None:
             raise ConfigError(f"{key}: unknown {registry.kind} {value!r}; known: {', '.join(registry.names())}")
     _check_lists(cfg)
     _check_critic(cfg)
+    _check_kl(cfg)
     _check_env(cfg.env)
     _check_splits(cfg)
     _check_distill(cfg.distill)
@@ -85,6 +86,16 @@ def _check_critic(cfg: Config) -> None:
         raise ConfigError("rl.algorithm.advantage: gae needs a critic: set rl.critic.kind: value_head or model")
     if advantage != "gae" and kind != "none":
         raise ConfigError(f"rl.critic.kind: a critic is only used by rl.algorithm.advantage: gae (got {advantage!r})")
+
+
+def _check_kl(cfg: Config) -> None:
+    alg = cfg.rl.algorithm
+    if alg.kl_coef > 0 and KL_MODES.get(alg.kl_mode).in_loss and alg.kl_estimator not in KL_LOSSES:
+        raise ConfigError(
+            f"rl.algorithm.kl_estimator: {alg.kl_estimator!r} cannot be a KL loss term: on the policy's own "
+            f"samples its gradient does not descend KL(policy || reference) (k1's is zero in expectation); "
+            f"use one of {', '.join(KL_LOSSES.names())}, or rl.algorithm.kl_mode: reward, where k1 is the "
+            "classic penalty")
 
 
 def _missing_directory(name: str) -> bool:

@@ -122,7 +122,7 @@ class AlgorithmConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
-    kl_estimator: str = "k3"
+    kl_estimator: str = "k3"  # k1 | k2 | k3; a loss term takes k2 or k3 (valued k3, with k2's gradient)
     kl_mode: str = "loss"  # loss: a KL term in the loss | reward: a per-token KL penalty in the reward
     entropy_coef: float = 0.0  # > 0 adds an entropy bonus -coef * H to the loss
     gamma: float = 1.0  # discount per sampled token (gae, reinforce_pp, per-turn rewards)

@@ -19,7 +19,7 @@ import torch
 
 from agentic_rl.algorithms.aggregation import AGGREGATIONS, Aggregation
 from agentic_rl.algorithms.distill import DISTILL_LOSSES
-from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_MODES, entropy_bonus
+from agentic_rl.algorithms.kl import KL_LOSSES, KL_MODES, entropy_bonus
 from agentic_rl.algorithms.losses import POLICY_LOSSES, LossInputs
 from agentic_rl.algorithms.value import value_loss
 from agentic_rl.models.forward import PolicyOutputs, token_logprobs
@@ -99,7 +99,8 @@ class EntropyTerm:
 @dataclass(frozen=True)
 class KLTerm:
     """coef x the aggregated KL estimate to the reference: a frozen copy of the policy as RL started,
-    or, with LoRA, the policy with its adapters off."""
+    or, with LoRA, the policy with its adapters off. The estimator is a `KL_LOSSES` entry, whose
+    gradient descends KL(policy || reference)."""
 
     reference: torch.nn.Module
     estimator: Callable
@@ -199,7 +200,7 @@ def build_loss(cfg: Config, policy, reference=None, critic: Critic | None = None
     if alg.entropy_coef > 0:
         terms.append(EntropyTerm(alg.entropy_coef, aggregate))
     if alg.kl_coef > 0 and KL_MODES.get(alg.kl_mode).in_loss:
-        terms.append(KLTerm(reference if reference is not None else policy, KL_ESTIMATORS.get(alg.kl_estimator),
+        terms.append(KLTerm(reference if reference is not None else policy, KL_LOSSES.get(alg.kl_estimator),
                             alg.kl_coef, aggregate, precision, temperature))
     if critic is not None:
         terms.append(ValueTerm(critic, cfg.rl.critic.vf_coef, cfg.rl.critic.value_clip, aggregate, precision))
