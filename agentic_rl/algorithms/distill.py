@@ -12,8 +12,9 @@ the N trained positions, the sampled ids (N,)) returning a differentiable per-po
 reverse KL it stands for:
 
 - `full`: the exact sum over the vocabulary.
-- `topk`: the sum over the student's k most likely tokens only (the tail's mass is dropped); equals
-  `full` at k = V and approaches it as k grows.
+- `topk`: the KL over the teacher's k most likely tokens and one bucket for the rest of the
+  vocabulary (each distribution's remaining mass): a true KL, 0 exactly when the student matches
+  the teacher there; equals `full` at k = V.
 - `sampled`: the one-sample estimate at the sampled token x ~ p_s, log p_s(x) - log p_t(x), with the
   score-function surrogate sg(log p_s(x) - log p_t(x)) * log p_s(x): its gradient, in expectation
   over x ~ p_s, is exactly the gradient of `full` (because E[grad log p_s(x)] = 0), and it needs only
@@ -61,9 +62,23 @@ def reverse_kl_full(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_
 @DISTILL_LOSSES.register("topk")
 def reverse_kl_topk(student_NV: torch.Tensor, teacher_NV: torch.Tensor, sampled_N: torch.Tensor,
                     k: int = 32) -> DistillOutputs:
-    top = student_NV.detach().topk(min(k, student_NV.shape[-1]), dim=-1).indices
+    """The reverse KL over k + 1 outcomes: the teacher's k most likely tokens (K) and one bucket for
+    the rest of the vocabulary, whose mass is each distribution's remainder:
+
+        KL_K = sum_{v in K} p_s(v) (log p_s(v) - log p_t(v)) + p_s(~K) (log p_s(~K) - log p_t(~K))
+
+    A KL between two distributions, so >= 0, and 0 with zero gradient exactly when the student matches
+    the teacher on K and in total tail mass; it never rewards the student for moving mass into the
+    tail. K is the teacher's: where the teacher puts its mass is what the student must match."""
+    V = student_NV.shape[-1]
+    if k >= V:
+        return reverse_kl_full(student_NV, teacher_NV, sampled_N)
+    top = teacher_NV.detach().topk(k, dim=-1).indices  # (N, k)
     s, t = student_NV.gather(-1, top), teacher_NV.gather(-1, top)
-    kl = (s.exp() * (s - t)).sum(-1)
+    tail = torch.ones_like(student_NV, dtype=torch.bool).scatter(-1, top, False)
+    s_tail = student_NV.masked_fill(~tail, float("-inf")).logsumexp(-1)  # log p_s(~K)
+    t_tail = teacher_NV.masked_fill(~tail, float("-inf")).logsumexp(-1)
+    kl = (s.exp() * (s - t)).sum(-1) + s_tail.exp() * (s_tail - t_tail)
     return DistillOutputs(kl, kl.detach())
 
 
