@@ -36,6 +36,10 @@ ADVANTAGES: Registry = Registry("outcome advantage kernel")
 ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")
 SCALES: Registry = Registry("advantage scale")
 
+# The aggregation an estimator's paper trains with, where it has one of its own: Dr. GRPO removes the
+# length normalization with a constant normalizer. A recipe's rl.algorithm.aggregation overrides it.
+PAIRED_AGGREGATION = {"dr_grpo": "seq-mean-token-sum-norm"}
+
 
 def group_centered(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
     """r_i - mean_G r over the entries that exist (all by default; 0 elsewhere), exactly 0 in a

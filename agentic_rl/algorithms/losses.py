@@ -13,6 +13,7 @@ KL estimators and aggregations live in `kl.py` and `aggregation.py`; they are re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -22,24 +23,43 @@ from agentic_rl.algorithms.kl import KL_ESTIMATORS
 from agentic_rl.registry import Registry
 
 __all__ = [
-    "AGGREGATIONS", "KL_ESTIMATORS", "POLICY_LOSSES", "Aggregation", "LossInputs", "LossOutputs",
-    "cispo_loss", "gspo_loss", "ppo_clip_loss", "seq_mean_token_mean", "token_mean",
+    "AGGREGATIONS", "KL_ESTIMATORS", "POLICY_LOSSES", "Aggregation", "LossInputs", "LossOutputs", "PolicyLoss",
+    "as_policy_loss", "cispo_loss", "gspo_loss", "ppo_clip_loss", "seq_mean_token_mean", "token_mean",
 ]
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A policy loss with the settings of its paper, which a recipe that names none gets: the clip
+    range and the aggregation (`rl.algorithm.clip_low` / `clip_high` / `aggregation`)."""
+
+    fn: Callable[[LossInputs], LossOutputs]
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    aggregation: str = "token-mean"
+
+    def __call__(self, x: LossInputs) -> LossOutputs:
+        return self.fn(x)
+
+
+def as_policy_loss(entry) -> PolicyLoss:
+    """A registry entry as a PolicyLoss (a plain function, as a plugin may register, gets PPO's)."""
+    return entry if isinstance(entry, PolicyLoss) else PolicyLoss(entry)
+
 
 POLICY_LOSSES: Registry = Registry("policy loss")
 
 
 @dataclass(frozen=True)
 class LossInputs:
-    """One micro-batch. For GSPO the clip range is on the sequence ratio (the paper uses ~3e-4 /
-    4e-4); for CISPO it bounds the importance weight (the paper leaves the low side open)."""
+    """One micro-batch. For PPO the clip range is on the token ratio; for GSPO on the sequence ratio;
+    for CISPO it bounds the importance weight (each loss's paper values are its `PolicyLoss`'s)."""
 
     logprobs_BT: torch.Tensor  # current policy, requires grad
     old_logprobs_BT: torch.Tensor  # behaviour policy (detached)
     advantages_BT: torch.Tensor  # per token; 0 where loss_mask is 0
     loss_mask_BT: torch.Tensor  # 1 on sampled tokens
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    clip_low: float
+    clip_high: float
     dual_clip: float | None = None  # ppo_clip only: the constant c > 1 of dual-clip PPO
 
 
@@ -68,7 +88,6 @@ def _ratio_metrics(ratio_BT, mask_BT, low_BT, high_BT) -> dict[str, torch.Tensor
     }
 
 
-@POLICY_LOSSES.register("ppo_clip")
 def ppo_clip_loss(x: LossInputs) -> LossOutputs:
     """PPO clipped surrogate (Schulman et al. 2017), token level, as GRPO uses it:
     loss_t = -min(rho_t A_t, clip(rho_t, 1 - eps_low, 1 + eps_high) A_t),  rho_t = exp(logp_t - old_t).
@@ -93,7 +112,6 @@ def ppo_clip_loss(x: LossInputs) -> LossOutputs:
     return LossOutputs(_zero_masked(loss, mask), metrics)
 
 
-@POLICY_LOSSES.register("gspo")
 def gspo_loss(x: LossInputs) -> LossOutputs:
     """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"), in its GSPO-token form:
 
@@ -118,7 +136,6 @@ def gspo_loss(x: LossInputs) -> LossOutputs:
     return LossOutputs(_zero_masked(loss, mask), _ratio_metrics(ratio, mask, low, high))
 
 
-@POLICY_LOSSES.register("cispo")
 def cispo_loss(x: LossInputs) -> LossOutputs:
     """CISPO (MiniMax 2025, "MiniMax-M1"): REINFORCE with a clipped, stop-gradient IS weight.
 
@@ -136,3 +153,11 @@ def cispo_loss(x: LossInputs) -> LossOutputs:
     low = ratio < 1 - x.clip_low
     high = ratio > 1 + x.clip_high
     return LossOutputs(_zero_masked(loss, mask), _ratio_metrics(ratio, mask, low, high))
+
+
+# Each paper's settings (PPO's clip range with DAPO's token-level mean; GSPO's sequence-ratio range of
+# 3e-4 / 4e-4 and its sequence mean; CISPO with no lower bound on its weight (1 - 1 = 0: a ratio is
+# positive) and an upper one of 4, the value measured here, where the paper leaves it to tuning).
+POLICY_LOSSES.register("ppo_clip")(PolicyLoss(ppo_clip_loss))
+POLICY_LOSSES.register("gspo")(PolicyLoss(gspo_loss, clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"))
+POLICY_LOSSES.register("cispo")(PolicyLoss(cispo_loss, clip_low=1.0, clip_high=4.0))

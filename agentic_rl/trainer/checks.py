@@ -25,6 +25,7 @@ from agentic_rl.rewards.process import process_reward
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER, RESTARTS
 from agentic_rl.trainer.config import Config, ConfigError, DistillConfig, EnvConfig, get_value
 from agentic_rl.trainer.critic import CRITICS
+from agentic_rl.trainer.loss_terms import policy_settings
 from agentic_rl.trainer.remedies import REMEDIES
 from agentic_rl.trainer.schedule import LR_SCHEDULES
 from agentic_rl.trainer.state import BEST_MODES
@@ -53,11 +54,12 @@ def check_config(cfg: Config) -> None:
     load_plugins()
     for key, registry in NAMED.items():
         value = get_value(cfg, key)
-        if value not in registry:
+        if value is not None and value not in registry:  # null: a default the registry resolves
             raise ConfigError(f"{key}: unknown {registry.kind} {value!r}; known: {', '.join(registry.names())}")
     _check_lists(cfg)
     _check_critic(cfg)
     _check_kl(cfg)
+    _check_policy_loss(cfg)
     _check_env(cfg.env)
     _check_splits(cfg)
     _check_distill(cfg.distill)
@@ -86,6 +88,15 @@ def _check_critic(cfg: Config) -> None:
         raise ConfigError("rl.algorithm.advantage: gae needs a critic: set rl.critic.kind: value_head or model")
     if advantage != "gae" and kind != "none":
         raise ConfigError(f"rl.critic.kind: a critic is only used by rl.algorithm.advantage: gae (got {advantage!r})")
+
+
+def _check_policy_loss(cfg: Config) -> None:
+    alg = cfg.rl.algorithm
+    if alg.dual_clip and (alg.dual_clip <= 1 or alg.policy_loss != "ppo_clip"):
+        raise ConfigError("rl.algorithm.dual_clip must be > 1 (0 = off), with rl.algorithm.policy_loss: ppo_clip")
+    settings = policy_settings(alg)
+    if settings.clip_low < 0 or settings.clip_high < 0:
+        raise ConfigError("rl.algorithm.clip_low and clip_high must be >= 0")
 
 
 def _check_kl(cfg: Config) -> None:

@@ -117,10 +117,13 @@ class AlgorithmConfig:
 
     advantage: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline | gae
     advantage_scale: str = "group"  # grpo only: divide by the std of the group, the batch, or none
-    policy_loss: str = "ppo_clip"
-    aggregation: str = "token-mean"
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    policy_loss: str = "ppo_clip"  # ppo_clip | gspo | cispo
+    # null: the papers' settings (the advantage estimator's aggregation for dr_grpo, else the policy
+    # loss's: ppo_clip 0.2 / 0.2 token-mean, gspo 3e-4 / 4e-4 seq-mean-token-mean, cispo 0 / 4 token-mean)
+    aggregation: str | None = None  # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
+    clip_low: float | None = None
+    clip_high: float | None = None
+    dual_clip: float = 0.0  # > 1: dual-clip PPO's c, a cap on a negative advantage's loss (ppo_clip); 0 = off
     kl_coef: float = 0.0
     kl_estimator: str = "k3"  # k1 | k2 | k3; a loss term takes k2 or k3 (valued k3, with k2's gradient)
     kl_mode: str = "loss"  # loss: a KL term in the loss | reward: a per-token KL penalty in the reward

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from agentic_rl.algorithms.advantages import PAIRED_AGGREGATION
 from agentic_rl.algorithms.aggregation import AGGREGATIONS, Aggregation
 from agentic_rl.algorithms.distill import DISTILL_LOSSES
 from agentic_rl.algorithms.kl import KL_LOSSES, KL_MODES, entropy_bonus
-from agentic_rl.algorithms.losses import POLICY_LOSSES, LossInputs
+from agentic_rl.algorithms.losses import POLICY_LOSSES, LossInputs, as_policy_loss
 from agentic_rl.algorithms.value import value_loss
 from agentic_rl.models.forward import PolicyOutputs, token_logprobs
 from agentic_rl.models.lora import reference_context
 from agentic_rl.models.precision import autocast
-from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.config import AlgorithmConfig, Config
 from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.stats import UpdateStats
 from agentic_rl.trainer.teachers import Teachers
@@ -53,10 +54,11 @@ class PolicyTerm:
     aggregate: Aggregation
     clip_low: float
     clip_high: float
+    dual_clip: float | None = None
 
     def __call__(self, out: PolicyOutputs, mb: MicroBatch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
         pg = self.loss(LossInputs(out.logprobs, mb.old_logprobs, mb.batch.advantages, mb.mask, self.clip_low,
-                                  self.clip_high))
+                                  self.clip_high, self.dual_clip))
         stats = UpdateStats(clip_low=float(pg.metrics["clip_low_tokens"]),
                             clip_high=float(pg.metrics["clip_high_tokens"]))
         return self.aggregate(pg.per_token_loss_BT, mb.mask, norm), stats
@@ -184,16 +186,37 @@ class Loss:
                 "value_head": heads[0] if heads else None}
 
 
+@dataclass(frozen=True)
+class PolicySettings:
+    """The policy loss's clip range and the aggregation, as a recipe's null values resolve them."""
+
+    clip_low: float
+    clip_high: float
+    aggregation: str
+
+
+def policy_settings(alg: AlgorithmConfig) -> PolicySettings:
+    """Each null in the recipe takes the papers' value: the aggregation the advantage estimator pairs
+    with (Dr. GRPO's constant normalizer), else the policy loss's; the clip range the policy loss's."""
+    paper = as_policy_loss(POLICY_LOSSES.get(alg.policy_loss))
+    return PolicySettings(
+        alg.clip_low if alg.clip_low is not None else paper.clip_low,
+        alg.clip_high if alg.clip_high is not None else paper.clip_high,
+        alg.aggregation or PAIRED_AGGREGATION.get(alg.advantage) or paper.aggregation)
+
+
 def build_loss(cfg: Config, policy, reference=None, critic: Critic | None = None,
                teachers: Teachers | None = None) -> Loss:
     """The loss the recipe asks for: policy gradient (unless OPD alone), distillation, entropy, KL,
     value, in that order; `reference` is the KL anchor (None: the policy itself, adapters off)."""
     alg, d = cfg.rl.algorithm, cfg.distill
     precision, temperature = cfg.model.precision, cfg.rollout.temperature
-    aggregate = AGGREGATIONS.get(alg.aggregation)
+    settings = policy_settings(alg)
+    aggregate = AGGREGATIONS.get(settings.aggregation)
     terms: list = []
     if not d.only:  # OPD alone drops the policy-gradient term (rewards are then only logged)
-        terms.append(PolicyTerm(POLICY_LOSSES.get(alg.policy_loss), aggregate, alg.clip_low, alg.clip_high))
+        terms.append(PolicyTerm(POLICY_LOSSES.get(alg.policy_loss), aggregate, settings.clip_low,
+                                settings.clip_high, alg.dual_clip or None))
     if teachers is not None:
         terms.append(DistillTerm(teachers, DISTILL_LOSSES.get(d.loss), d.topk, d.coef, aggregate, precision,
                                  temperature))

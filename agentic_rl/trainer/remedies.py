@@ -21,6 +21,7 @@ import torch
 
 from agentic_rl.registry import Registry
 from agentic_rl.trainer.config import Config, get_value, with_values
+from agentic_rl.trainer.loss_terms import policy_settings
 
 
 @dataclass
@@ -69,7 +70,8 @@ def _entropy_bonus(r: Remedies, cfg: Config) -> tuple[Config, dict]:
 
 @REMEDIES.register("clip_high")
 def _clip_high(r: Remedies, cfg: Config) -> tuple[Config, dict]:
-    return _knob(cfg, "rl.algorithm.clip_high", lambda clip: clip + 0.08)
+    before = policy_settings(cfg.rl.algorithm).clip_high  # the recipe's, or the policy loss's paper value
+    return with_values(cfg, {"rl.algorithm.clip_high": before + 0.08}), {"clip_high": [before, before + 0.08]}
 
 
 @REMEDIES.register("lower_lr")

@@ -42,6 +42,8 @@ def recipe(tmp_path):
         ("", ["rl.algorithm.advantage=grpoo"], "rl.algorithm.advantage: unknown advantage estimator 'grpoo'; known: dr_grpo"),
         ("", ["rl.algorithm.policy_loss=ppo"], "rl.algorithm.policy_loss: unknown policy loss 'ppo'"),
         ("", ["rl.algorithm.advantage=gae"], "rl.algorithm.advantage: gae needs a critic"),
+        ("", ["rl.algorithm.dual_clip=0.5"], "rl.algorithm.dual_clip must be > 1"),
+        ("", ["rl.algorithm.dual_clip=3", "rl.algorithm.policy_loss=gspo"], "with rl.algorithm.policy_loss: ppo_clip"),
         ("", ["rl.algorithm.kl_coef=0.1", "rl.algorithm.kl_estimator=k1"], "rl.algorithm.kl_estimator: 'k1' cannot be a KL loss term"),
         ("", ["rl.optim.minibatches=0"], "rl.optim.minibatches must be >= 1"),
         ("", ["model.precision=fp8"], "model.precision: unknown precision 'fp8'; known: auto, bf16, fp32"),

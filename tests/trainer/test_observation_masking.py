@@ -60,7 +60,7 @@ def _grad_of_logprobs(model, group: TrajectoryGroup, loss_name: str):
     logp = out.logprobs
     logp.retain_grad()
     mask = batch.loss_mask
-    pg = POLICY_LOSSES.get(loss_name)(LossInputs(logp, logp.detach(), batch.advantages, mask))
+    pg = POLICY_LOSSES.get(loss_name)(LossInputs(logp, logp.detach(), batch.advantages, mask, 0.2, 0.2))
     agg = AGGREGATIONS.get("token-mean")
     agg(pg.per_token_loss_BT, mask, agg.normalizer(mask.sum(1), None)).backward()
     return batch, logp.grad
