@@ -124,7 +124,7 @@ class Batch:
 
     Every row starts with the same `prefix_ids` (the longest common prefix of the rows: a group's
     prompt), which the trainer forwards once and shares; `input_ids` (B, T) are the rest of each row,
-    right-padded. loss_mask is 1 exactly on sampled tokens; advantages, old and ref logprobs are 0
+    right-padded. loss_mask is 1 exactly on sampled tokens; advantages and the sampler's logprobs are 0
     elsewhere. Position t of every (B, T) tensor is about token input_ids[:, t].
     """
 
@@ -133,8 +133,7 @@ class Batch:
     attention_mask: Any
     loss_mask: Any
     advantages: Any
-    old_logprobs: Any
-    ref_logprobs: Any | None = None
+    sampler_logprobs: Any  # the engine's logprobs of the sampled tokens (the behaviour policy)
     segment_ids: Any | None = None  # packed rows: (B, T) conversation index per token (-1 on padding)
 
     def __len__(self) -> int:

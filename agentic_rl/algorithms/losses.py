@@ -36,6 +36,7 @@ class PolicyLoss:
     clip_low: float = 0.2
     clip_high: float = 0.2
     aggregation: str = "token-mean"
+    sequence_level: bool = False  # its ratio is a sequence's (GSPO): so is the rollout correction's weight
 
     def __call__(self, x: LossInputs) -> LossOutputs:
         return self.fn(x)
@@ -61,6 +62,8 @@ class LossInputs:
     clip_low: float
     clip_high: float
     dual_clip: float | None = None  # ppo_clip only: the constant c > 1 of dual-clip PPO
+    # the rollout correction's per-token weight (`correction.py`), detached; None = 1
+    weights_BT: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,11 @@ class LossOutputs:
 
 def _zero_masked(x_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
     return torch.where(mask_BT.bool(), x_BT, torch.zeros((), dtype=x_BT.dtype))
+
+
+def _weighted(loss_BT: torch.Tensor, x: LossInputs) -> torch.Tensor:
+    """The per-token loss times the rollout correction's weight (a constant: no gradient through it)."""
+    return loss_BT if x.weights_BT is None else loss_BT * x.weights_BT.detach()
 
 
 def _ratio_metrics(ratio_BT, mask_BT, low_BT, high_BT) -> dict[str, torch.Tensor]:
@@ -109,7 +117,7 @@ def ppo_clip_loss(x: LossInputs) -> LossOutputs:
         capped = (adv < 0) & (loss > -x.dual_clip * adv)
         loss = torch.where(capped, -x.dual_clip * adv, loss)
         metrics["clip_dual_tokens"] = (capped & mask.bool()).sum().to(ratio.dtype)
-    return LossOutputs(_zero_masked(loss, mask), metrics)
+    return LossOutputs(_zero_masked(_weighted(loss, x), mask), metrics)
 
 
 def gspo_loss(x: LossInputs) -> LossOutputs:
@@ -133,7 +141,7 @@ def gspo_loss(x: LossInputs) -> LossOutputs:
     loss = -torch.minimum(ratio * adv, clipped * adv)
     low = (ratio < 1 - x.clip_low) & (adv < 0)
     high = (ratio > 1 + x.clip_high) & (adv > 0)
-    return LossOutputs(_zero_masked(loss, mask), _ratio_metrics(ratio, mask, low, high))
+    return LossOutputs(_zero_masked(_weighted(loss, x), mask), _ratio_metrics(ratio, mask, low, high))
 
 
 def cispo_loss(x: LossInputs) -> LossOutputs:
@@ -152,12 +160,13 @@ def cispo_loss(x: LossInputs) -> LossOutputs:
     loss = -weight * adv * _zero_masked(x.logprobs_BT, mask)
     low = ratio < 1 - x.clip_low
     high = ratio > 1 + x.clip_high
-    return LossOutputs(_zero_masked(loss, mask), _ratio_metrics(ratio, mask, low, high))
+    return LossOutputs(_zero_masked(_weighted(loss, x), mask), _ratio_metrics(ratio, mask, low, high))
 
 
 # Each paper's settings (PPO's clip range with DAPO's token-level mean; GSPO's sequence-ratio range of
 # 3e-4 / 4e-4 and its sequence mean; CISPO with no lower bound on its weight (1 - 1 = 0: a ratio is
 # positive) and an upper one of 4, the value measured here, where the paper leaves it to tuning).
 POLICY_LOSSES.register("ppo_clip")(PolicyLoss(ppo_clip_loss))
-POLICY_LOSSES.register("gspo")(PolicyLoss(gspo_loss, clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"))
+POLICY_LOSSES.register("gspo")(PolicyLoss(gspo_loss, clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean",
+                                          sequence_level=True))
 POLICY_LOSSES.register("cispo")(PolicyLoss(cispo_loss, clip_low=1.0, clip_high=4.0))

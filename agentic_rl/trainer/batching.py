@@ -30,14 +30,14 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
     attention_mask = torch.zeros(B, width, dtype=torch.long)
     loss_mask = torch.zeros(B, width)
     adv = torch.zeros(B, width)
-    old = torch.zeros(B, width)
+    sampler_lp = torch.zeros(B, width)
     for i, (row, mask, lp) in enumerate(zip(rows, masks, lps)):
         n = len(row) - p
         input_ids[i, :n] = torch.tensor(row[p:])
         attention_mask[i, :n] = 1
         loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
-        old[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
-    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, old)
+        sampler_lp[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
+    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, sampler_lp)
     if advantages is not None:
         adv.copy_(batch_layout(advantages, batch) * loss_mask)
     return batch

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
 from agentic_rl.algorithms.aggregation import AGGREGATIONS
+from agentic_rl.algorithms.correction import ROLLOUT_CORRECTIONS
 from agentic_rl.algorithms.distill import DISTILL_LOSSES, MERGES
 from agentic_rl.algorithms.kl import KL_ESTIMATORS, KL_LOSSES, KL_MODES
 from agentic_rl.algorithms.losses import POLICY_LOSSES
@@ -41,6 +42,7 @@ NAMED: dict[str, Registry] = {
     "rl.algorithm.aggregation": AGGREGATIONS,
     "rl.algorithm.kl_estimator": KL_ESTIMATORS,
     "rl.algorithm.kl_mode": KL_MODES,
+    "rl.rollout_correction.mode": ROLLOUT_CORRECTIONS,
     "rl.critic.kind": CRITICS,
     "distill.loss": DISTILL_LOSSES,
     "distill.merge": MERGES,

@@ -137,6 +137,15 @@ class AlgorithmConfig:
 
 
 @dataclass(frozen=True)
+class CorrectionConfig:
+    """rl.rollout_correction: the sampler's logprobs against the trainer's (algorithms/correction.py)."""
+
+    mode: str = "tis"  # tis | mis | geo_mask | none
+    threshold: float = 2.0  # C: tis truncates the weight pi_trainer / pi_sampler at C; mis drops it outside [1/C, C]
+    geo_band: float = 0.001  # geo_mask: drop a sequence whose geometric-mean weight leaves [1/(1+b), 1+b]
+
+
+@dataclass(frozen=True)
 class FilterConfig:
     """rl.filters: which sampled groups train."""
 
@@ -172,6 +181,7 @@ class RLConfig:
     tasks: TaskConfig = field(default_factory=TaskConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    rollout_correction: CorrectionConfig = field(default_factory=CorrectionConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
@@ -405,6 +415,8 @@ def _check_ranges(cfg: Config) -> None:
         (not rl.steps or rl.tasks.group_size >= 2,
          "rl.tasks.group_size must be >= 2: group-relative advantages need several samples"),
         (0 < rl.filters.variance_keep <= 1, "rl.filters.variance_keep must be in (0, 1]"),
+        (rl.rollout_correction.threshold > 1 and rl.rollout_correction.geo_band > 0,
+         "rl.rollout_correction.threshold must be > 1 and geo_band > 0"),
         (0 <= alg.gamma <= 1 and 0 <= alg.lam <= 1, "rl.algorithm.gamma and rl.algorithm.lam must be in [0, 1]"),
         (0 <= alg.overlong_buffer <= ro.max_episode_tokens,
          "rl.algorithm.overlong_buffer must be in [0, rollout.max_episode_tokens]"),

@@ -67,7 +67,7 @@ def kl_token_rewards(scorer: Scorer, groups: Sequence[TrajectoryGroup], alg: Alg
         batch = make_batch(group.trajectories, scorer.pad_id)
         with autocast(scorer.precision), reference_context(ref):
             ref_lp, _ = token_logprobs(ref, batch, scorer.temperature)
-        r = kl_penalty_rewards(batch.old_logprobs, ref_lp, batch.loss_mask, alg.kl_coef, alg.kl_estimator)
+        r = kl_penalty_rewards(batch.sampler_logprobs, ref_lp, batch.loss_mask, alg.kl_coef, alg.kl_estimator)
         out += trajectory_rows(r, batch, group)
     return out
 

@@ -26,7 +26,7 @@ from agentic_rl.algorithms.value import value_loss
 from agentic_rl.models.forward import PolicyOutputs, token_logprobs
 from agentic_rl.models.lora import reference_context
 from agentic_rl.models.precision import autocast
-from agentic_rl.trainer.config import AlgorithmConfig, Config
+from agentic_rl.trainer.config import AlgorithmConfig, Config, CorrectionConfig
 from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.stats import UpdateStats
 from agentic_rl.trainer.teachers import Teachers
@@ -40,7 +40,8 @@ class MicroBatch:
     rows: Sequence[Trajectory]
     batch: Batch  # the rows' tensors; `batch.advantages` aligned with the loss mask
     mask: torch.Tensor  # (B, T) the trained positions (the loss mask, less DAPO's truncated rows)
-    old_logprobs: torch.Tensor  # (B, T) the PPO ratio's denominator
+    proximal: torch.Tensor  # (B, T) the trainer's logprobs before the update: the PPO ratio's denominator
+    weights: torch.Tensor  # (B, T) the rollout correction's weight on the policy-gradient term
     task: Task  # routes the teachers (every group of a micro-batch has the same route)
     returns: torch.Tensor | None = None  # (B, T) the critic's targets (GAE)
     old_values: torch.Tensor | None = None  # (B, T) the critic's values when the advantages were computed
@@ -57,8 +58,8 @@ class PolicyTerm:
     dual_clip: float | None = None
 
     def __call__(self, out: PolicyOutputs, mb: MicroBatch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
-        pg = self.loss(LossInputs(out.logprobs, mb.old_logprobs, mb.batch.advantages, mb.mask, self.clip_low,
-                                  self.clip_high, self.dual_clip))
+        pg = self.loss(LossInputs(out.logprobs, mb.proximal, mb.batch.advantages, mb.mask, self.clip_low,
+                                  self.clip_high, self.dual_clip, mb.weights))
         stats = UpdateStats(clip_low=float(pg.metrics["clip_low_tokens"]),
                             clip_high=float(pg.metrics["clip_high_tokens"]))
         return self.aggregate(pg.per_token_loss_BT, mb.mask, norm), stats
@@ -169,6 +170,8 @@ class Loss:
     mask_truncated: bool
     precision: str
     temperature: float
+    correction: CorrectionConfig = CorrectionConfig()  # rl.rollout_correction
+    sequence_level: bool = False  # the policy loss's ratio is a sequence's (GSPO)
 
     @property
     def regularized(self) -> bool:
@@ -229,4 +232,5 @@ def build_loss(cfg: Config, policy, reference=None, critic: Critic | None = None
         terms.append(ValueTerm(critic, cfg.rl.critic.vf_coef, cfg.rl.critic.value_clip, aggregate, precision))
     hindsight = HindsightTerm(cfg.hindsight.coef) if cfg.hindsight.coef > 0 else None
     return Loss(tuple(terms), hindsight, aggregate, cfg.rollout.max_episode_tokens, alg.mask_truncated,
-                precision, temperature)
+                precision, temperature, cfg.rl.rollout_correction,
+                as_policy_loss(POLICY_LOSSES.get(alg.policy_loss)).sequence_level)

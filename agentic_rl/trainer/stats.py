@@ -28,6 +28,15 @@ class UpdateStats:
     value_sq_err: float = 0.0
     value_clip: float = 0.0
     nonfinite_minibatches: int = 0
+    # the rollout correction, counted on each row's first pass: |log pi_trainer - log pi_sampler|
+    mismatch_abs: float = 0.0
+    mismatch_max: float = 0.0  # a max, not a sum
+    mismatch_kl: float = 0.0
+    mismatch_tokens: float = 0.0
+    corrected_clipped: float = 0.0  # tokens whose weight tis truncated
+    corrected_masked: float = 0.0  # tokens given weight 0 (mis, geo_mask)
+    corrected_masked_rows: float = 0.0
+    corrected_rows: float = 0.0
     # entropy and trained tokens by the index of the turn a token belongs to
     entropy_by_turn: dict[int, float] = field(default_factory=dict)
     tokens_by_turn: dict[int, float] = field(default_factory=dict)
@@ -37,7 +46,7 @@ class UpdateStats:
         """In place: `other`'s sums into these (in the order the update produced them)."""
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            if f.name == "ratio_max":
+            if f.name in ("ratio_max", "mismatch_max"):
                 setattr(self, f.name, max(mine, theirs))
             elif isinstance(mine, dict):
                 for k, v in theirs.items():
@@ -67,12 +76,24 @@ class UpdateStats:
             "engine_logprob_abs_diff": self.engine_lp_diff / n,
             "ratio_mean": self.ratio / n,
             "ratio_max": self.ratio_max,
+            **self._mismatch(),
             **{f"entropy_turn{k}": self.entropy_by_turn[k] / v for k, v in self.tokens_by_turn.items() if v},
         }
         if critic:
             out.update(value_loss=self.value_loss / steps, value_mse=self.value_sq_err / n,
                        value_clip_frac=self.value_clip / n)
         return out
+
+    def _mismatch(self) -> dict[str, float]:
+        """The sampler-trainer gap (per sampled token) and the rollout correction's share of tokens and
+        sequences it truncated or dropped; nothing when no token was trained."""
+        if not self.mismatch_tokens:
+            return {}
+        n, rows = self.mismatch_tokens, max(self.corrected_rows, 1.0)
+        return {"mismatch_logprob_abs_mean": self.mismatch_abs / n, "mismatch_logprob_abs_max": self.mismatch_max,
+                "mismatch_kl": self.mismatch_kl / n, "correction_clipped_frac": self.corrected_clipped / n,
+                "correction_masked_frac": self.corrected_masked / n,
+                "correction_masked_seq_frac": self.corrected_masked_rows / rows}
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gra
 Without a KL, entropy, value or distillation term they are dropped before the split (DAPO's
 dynamic-sampling filter), so every minibatch has signal.
 
-The PPO ratio's denominator is the behaviour policy. While the weights are still the sampled ones
-(the first minibatch of the first epoch) that is the current logprob, detached, so the ratio starts at
-exactly 1; after an optimizer step it is the sampler's own logprob (`engine_logprob_abs_diff`
-measures how far the sampler's bf16 copy is from the trainer).
+The PPO ratio's denominator is the proximal policy: the trainer's logprobs before the update. On the
+first minibatch of the first epoch that is the current forward, detached (the ratio is exactly 1);
+when more optimizer steps follow, one no-grad forward before the update keeps them for the later
+minibatches and epochs. The sampler's own logprobs (the behaviour policy) enter through the rollout
+correction's weight on the policy-gradient term (`algorithms/correction.py`, `rl.rollout_correction`),
+and the gap between the two is logged every step (`mismatch_*`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from agentic_rl.algorithms.correction import Correction, correct, mismatch
 from agentic_rl.algorithms.dapo import mask_truncated
 from agentic_rl.models.forward import SharedPrompt, common_prefix_len, policy_forward, shared_prompt
 from agentic_rl.models.precision import autocast
-from agentic_rl.trainer.batching import batch_layout, make_batch
+from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_rows
 from agentic_rl.trainer.config import OptimConfig
 from agentic_rl.trainer.credit import Credit
 from agentic_rl.trainer.loss_terms import DistillTerm, Loss, MicroBatch
@@ -54,6 +57,7 @@ class GroupWork:
     advantages: Sequence[torch.Tensor]
     returns: Sequence[torch.Tensor] | None = None
     values: Sequence[torch.Tensor] | None = None
+    proximal: Sequence[torch.Tensor] | None = None  # the trainer's logprobs before the update, per trajectory
 
 
 def split_minibatches(n: int, k: int) -> list[range]:
@@ -86,12 +90,14 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     modules = [m for m in (model, critic) if m is not None]
     for m in modules:
         m.train()
+    if optim.epochs * min(optim.minibatches, len(work)) > 1:  # optimizer steps before some groups' forward
+        work = [_with_proximal(model, w, loss, pad_id) for w in work]
     for epoch in range(optim.epochs):
         parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
         for k, part in enumerate(parts):
-            first = epoch == 0 and k == 0
-            stats.add(_minibatch_step(model, optimizer, [work[i] for i in part], loss, optim, pad_id, on_policy=first,
-                                      corrections=batch.corrections if first else ()))
+            step = Step(on_policy=epoch == 0 and k == 0, first_epoch=epoch == 0)
+            stats.add(_minibatch_step(model, optimizer, [work[i] for i in part], loss, optim, pad_id, step,
+                                      corrections=batch.corrections if step.on_policy else ()))
     for m in modules:
         m.eval()
     out = stats.metrics(critic is not None, any(isinstance(t, DistillTerm) for t in loss.terms),
@@ -100,8 +106,25 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     return out
 
 
+@dataclass(frozen=True)
+class Step:
+    """Where an optimizer step sits in the update."""
+
+    on_policy: bool  # no optimizer step yet: the current logprobs are the proximal ones
+    first_epoch: bool  # the rows' first pass: the sampler-trainer gap is counted once
+
+
+@torch.no_grad()
+def _with_proximal(model, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
+    """`w` with the trainer's logprobs of its trajectories under the weights before the update."""
+    batch = make_batch(w.group.trajectories, pad_id)
+    with autocast(loss.precision):
+        logprobs = policy_forward(model, batch, loss.temperature).logprobs
+    return replace(w, proximal=trajectory_rows(logprobs, batch, w.group))
+
+
 def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, optim: OptimConfig, pad_id: int,
-                    on_policy: bool, corrections: Sequence[Trajectory] = ()) -> UpdateStats:
+                    step: Step, corrections: Sequence[Trajectory] = ()) -> UpdateStats:
     """One optimizer step over `work`: the micro-batches' backward passes (then the corrections'),
     the shared prompt's, a clipped gradient, and the step (skipped when the gradient is not finite)."""
     stats = UpdateStats()
@@ -113,7 +136,7 @@ def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, opt
     with autocast(loss.precision):  # the system prompt, forwarded once for every micro-batch
         shared = shared_prompt(model, micro_rows + ([list(corrections)] if corrections else []))
     for micro, rows in zip(micros, micro_rows):
-        value, micro_stats = _micro_loss(model, micro, rows, loss, norm, pad_id, on_policy, shared)
+        value, micro_stats = _micro_loss(model, micro, rows, loss, norm, pad_id, step, shared)
         value.backward()
         micro_stats.loss = float(value.detach())
         stats.add(micro_stats)
@@ -133,7 +156,7 @@ def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, opt
 
 
 def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss, norm: float, pad_id: int,
-                on_policy: bool, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+                step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
     """One forward pass of the micro-batch's rows, and the sum of the loss terms on it."""
     batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages])
     mask = batch.loss_mask
@@ -141,12 +164,17 @@ def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], l
         mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows]))
     with autocast(loss.precision):
         out = policy_forward(model, batch, loss.temperature, shared=shared, **loss.forward_needs())
-    old = out.logprobs.detach() if on_policy else batch.old_logprobs
+    proximal = (out.logprobs.detach() if step.on_policy
+                else batch_layout([p for w in micro for p in w.proximal], batch) * batch.loss_mask)
+    c = loss.correction
+    weights = correct(c.mode, proximal, batch.sampler_logprobs, mask, c.threshold, c.geo_band, loss.sequence_level)
     critic = micro[0].returns is not None
-    mb = MicroBatch(rows, batch, mask, old, micro[0].group.task,
+    mb = MicroBatch(rows, batch, mask, proximal, weights.weights_BT, micro[0].group.task,
                     batch_layout([r for w in micro for r in w.returns], batch) if critic else None,
                     batch_layout([v for w in micro for v in w.values], batch) if critic else None)
     stats = _token_stats(out, mb)
+    if step.first_epoch:
+        stats.add(_correction_stats(mb, weights))
     total = None
     for term in loss.terms:
         value, term_stats = term(out, mb, norm)
@@ -159,10 +187,10 @@ def _token_stats(out, mb: MicroBatch) -> UpdateStats:
     """What every micro-batch reports whatever the terms: entropy (also per turn), the ratio to the
     behaviour policy, the trainer-sampler logprob gap, the trained tokens."""
     logp, mask = out.logprobs.detach(), mb.mask
-    ratio = torch.exp((logp - mb.old_logprobs) * mask)
+    ratio = torch.exp((logp - mb.proximal) * mask)
     stats = UpdateStats(entropy=float((out.entropy.detach() * mask).sum()), ratio=float((ratio * mask).sum()),
                         ratio_max=float(ratio[mask.bool()].max()) if mask.any() else 0.0, tokens=float(mask.sum()),
-                        engine_lp_diff=float(((logp - mb.batch.old_logprobs).abs() * mask).sum()))
+                        engine_lp_diff=float(((logp - mb.batch.sampler_logprobs).abs() * mask).sum()))
     turns = batch_layout([torch.tensor([k for k, turn in enumerate(t.turns)
                                         for _ in range(len(turn.obs_ids) + len(turn.action_ids))])
                           for t in mb.rows], mb.batch)
@@ -171,6 +199,16 @@ def _token_stats(out, mb: MicroBatch) -> UpdateStats:
         stats.entropy_by_turn[k] = float((out.entropy.detach() * sel).sum())
         stats.tokens_by_turn[k] = float(sel.sum())
     return stats
+
+
+def _correction_stats(mb: MicroBatch, c: Correction) -> UpdateStats:
+    """The sampler-trainer gap on the micro-batch's tokens, and what the correction did about it."""
+    gap = mismatch(mb.proximal, mb.batch.sampler_logprobs, mb.mask)
+    rows = float(mb.mask.bool().any(1).sum())
+    return UpdateStats(mismatch_abs=gap.abs_sum, mismatch_max=gap.abs_max, mismatch_kl=gap.kl_sum,
+                       mismatch_tokens=gap.tokens, corrected_clipped=c.clipped_tokens,
+                       corrected_masked=c.masked_tokens, corrected_masked_rows=c.masked_sequences,
+                       corrected_rows=rows)
 
 
 def _hindsight_backward(model, corrections: Sequence[Trajectory], loss: Loss, pad_id: int,
@@ -241,4 +279,4 @@ def _subgroup(w: GroupWork, idx: Sequence[int]) -> GroupWork:
         return None if xs is None else [xs[i] for i in idx]
 
     return GroupWork(TrajectoryGroup(w.group.task, tuple(w.group.trajectories[i] for i in idx)), pick(w.advantages),
-                     pick(w.returns), pick(w.values))
+                     pick(w.returns), pick(w.values), pick(w.proximal))

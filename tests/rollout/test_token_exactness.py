@@ -81,6 +81,6 @@ def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch)
         logp, _ = token_logprobs(tiny, batch)
     m = batch.loss_mask.bool()
     assert m.sum() == len(sampled)
-    torch.testing.assert_close(logp[m], batch.old_logprobs[m], atol=1e-4, rtol=0)
+    torch.testing.assert_close(logp[m], batch.sampler_logprobs[m], atol=1e-4, rtol=0)
 
 

@@ -245,3 +245,106 @@ def test_entropy_bonus_raises_entropy_when_there_is_no_reward_signal(tiny, token
     entropies = [update(tiny, opt, groups, cfg, tokenizer.pad_token_id)["entropy"]
                  for _ in range(4)]
     assert entropies[-1] > entropies[0]
+
+
+def _plain_logprobs(model, t: Trajectory) -> torch.Tensor:
+    """log p(token_t | tokens before it) for every token of `t` by one plain forward (no prefix
+    sharing, no cache), 0 at position 0."""
+    ids = torch.tensor([t.token_ids()])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
+    return torch.cat([torch.zeros(1), logp])
+
+
+def _sampled_by(groups, logprobs_of):
+    """The groups with each action's stored (sampler) logprobs replaced by logprobs_of(t)[positions]."""
+    out = []
+    for g in groups:
+        trajs = []
+        for t in g.trajectories:
+            lp, at, turns = logprobs_of(t), 0, []
+            for turn in t.turns:
+                at += len(turn.obs_ids)
+                turns.append(replace(turn, logprobs=tuple(float(x) for x in lp[at : at + len(turn.action_ids)])))
+                at += len(turn.action_ids)
+            trajs.append(replace(t, turns=tuple(turns)))
+        out.append(TrajectoryGroup(g.task, tuple(trajs)))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["tis", "mis", "none"])
+def test_a_perturbed_sampler_is_corrected_as_computed_by_hand(tiny, tokenizer, make_group, mode):
+    """The sampler's logprobs are the trainer's shifted by d ~ U(-1, 1) per token. One on-policy step
+    (ratio 1, so PPO's per-token loss is -A): the loss is -(1/N) sum_t w_t A_t with w_t from a plain
+    forward, w = pi_trainer / mu: min(w, 2) for tis, w inside [1/2, 2] else 0 for mis, 1 for none;
+    mismatch_logprob_abs_mean is mean |d|. With d = 0 every mode gives the uncorrected loss."""
+    from agentic_rl.trainer.credit import compute_advantages
+
+    gen = torch.Generator().manual_seed(12)
+    groups = [make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])]
+    shifts = {id(t): torch.rand(len(t.token_ids()), generator=gen) * 2 - 1 for g in groups for t in g.trajectories}
+    exact = _sampled_by(groups, lambda t: _plain_logprobs(tiny, t))
+    perturbed = _sampled_by(groups, lambda t: _plain_logprobs(tiny, t) - shifts[id(t)])
+    cfg = load_config("recipes/tiny.yaml", [f"rl.rollout_correction.mode={mode}"])
+    adv = compute_advantages(groups, cfg.rl.algorithm)
+    weight = {"tis": lambda w: w.clamp(max=2.0), "mis": lambda w: w * ((w >= 0.5) & (w <= 2.0)),
+              "none": lambda w: torch.ones_like(w)}[mode]
+    total, n, gap = 0.0, 0, 0.0
+    for g, a_rows in zip(groups, [adv[:3], adv[3:]]):
+        for t, a in zip(g.trajectories, a_rows):
+            m = torch.tensor(t.loss_mask(), dtype=torch.bool)
+            d = shifts[id(t)][m]
+            total += float((weight(torch.exp(d)) * a[m]).sum())
+            n, gap = n + int(m.sum()), gap + float(d.abs().sum())
+    opt = torch.optim.SGD(tiny.parameters(), lr=0.0)
+    m = update(tiny, opt, perturbed, cfg, tokenizer.pad_token_id, adv)
+    assert m["loss"] == pytest.approx(-total / n, rel=1e-4, abs=1e-7)
+    assert m["mismatch_logprob_abs_mean"] == pytest.approx(gap / n, rel=1e-4)
+    plain = update(tiny, opt, exact, cfg, tokenizer.pad_token_id, adv)
+    uncorrected = -sum(float(a[torch.tensor(t.loss_mask(), dtype=torch.bool)].sum())
+                       for g, rows in zip(groups, [adv[:3], adv[3:]]) for t, a in zip(g.trajectories, rows)) / n
+    assert plain["loss"] == pytest.approx(uncorrected, rel=1e-4, abs=1e-7)
+    assert plain["mismatch_logprob_abs_mean"] < 1e-5 and plain["correction_clipped_frac"] == 0.0
+
+
+def test_a_second_epoch_clips_against_the_trainer_before_the_update(tiny, tokenizer, make_group):
+    """Two epochs over one batch, SGD at lr 1000 (the gradient is clipped to norm 1, so the step is
+    1000 in norm: a random tiny model needs it to move its logprobs): the first pass is on-policy (ratio exactly 1,
+    nothing clipped); the second runs on weights one step further, and its ratio's denominator is the
+    trainer's logprob before the update — equal to a plain forward of the untouched model — not the
+    sampler's (make_group stores -1 for every sampled token). The clip fraction reported is the count
+    of that ratio outside [0.8, 1.2] in the advantage's direction, by hand, and it is not 0."""
+    from agentic_rl.trainer.batching import batch_layout, make_batch
+    from agentic_rl.trainer.credit import Credit, compute_advantages
+    from agentic_rl.trainer.loss_terms import PolicyTerm, build_loss
+    from agentic_rl.trainer.update import UpdateBatch, rl_update
+    from agentic_rl.types import RolloutBatch
+
+    gen = torch.Generator().manual_seed(21)
+    groups = [make_group(0, [1.0, 0.0, 0.0, 1.0], gen)]
+    cfg = load_config("recipes/tiny.yaml", ["rl.optim.epochs=2", "rl.optim.lr=1000"])
+    before = [_plain_logprobs(tiny, t) for t in groups[0].trajectories]
+    seen = []
+    loss = build_loss(cfg, tiny)
+    term = loss.terms[0]
+
+    def spy(x):
+        seen.append(x)
+        return term.loss(x)
+
+    loss = replace(loss, terms=(PolicyTerm(spy, term.aggregate, term.clip_low, term.clip_high),))
+    adv = compute_advantages(groups, cfg.rl.algorithm)
+    m = rl_update(tiny, torch.optim.SGD(tiny.parameters(), lr=1000), UpdateBatch(RolloutBatch(tuple(groups)), Credit(adv)),
+                  loss, cfg.rl.optim, tokenizer.pad_token_id)
+    first, second = seen
+    mask = first.loss_mask_BT.bool()
+    assert torch.equal(first.logprobs_BT.detach()[mask], first.old_logprobs_BT[mask])  # ratio exactly 1
+    batch = make_batch(groups[0].trajectories, tokenizer.pad_token_id)
+    torch.testing.assert_close(second.old_logprobs_BT[mask], batch_layout(before, batch)[mask], atol=1e-5, rtol=0)
+    ratio = torch.exp(second.logprobs_BT.detach() - second.old_logprobs_BT)
+    adv_BT = second.advantages_BT
+    low = int((mask & (ratio < 0.8) & (adv_BT < 0)).sum())
+    high = int((mask & (ratio > 1.2) & (adv_BT > 0)).sum())
+    assert low + high > 0
+    tokens = 2 * int(mask.sum())
+    assert m["clip_frac_low"] == pytest.approx(low / tokens) and m["clip_frac_high"] == pytest.approx(high / tokens)
