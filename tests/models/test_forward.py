@@ -92,3 +92,48 @@ def test_shared_prompt_only_where_it_saves_a_forward(tiny, make_group, with_ques
     enable_gradient_checkpointing(tiny)
     tiny.train()
     assert shared_prompt(tiny, [g.trajectories for g in groups]) is None  # a recompute would need its graph
+
+
+def _ragged_group(gen):
+    """A group sharing a 12-token prompt, whose rows are 5 to 23 tokens long after it and have two
+    turns each (an observation between the actions): ragged rows, padded differently in a batch."""
+    from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+
+    prompt = tuple(range(10, 22))
+    trajs = []
+    for n_action, n_obs, n_final in [(2, 1, 2), (6, 3, 4), (9, 5, 9), (4, 2, 1)]:
+        ids = lambda n: tuple(int(x) for x in torch.randint(100, 5000, (n,), generator=gen))  # noqa: E731
+        turns = (Turn(prompt, ids(n_action), (-1.0,) * n_action, "a", "stop"),
+                 Turn(ids(n_obs), ids(n_final), (-1.0,) * n_final, "b", "eos"))
+        trajs.append(Trajectory(Task("0", "p"), turns, reward=0.0))
+    return TrajectoryGroup(Task("0", "p"), tuple(trajs))
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_shared_prefix_training_has_the_gradient_of_plain_per_row_forwards(tokenizer, checkpointed):
+    """The trainer forwards a group's prompt once and its rows against the repeated cache; the loss
+    sum_rows sum_t log p(sampled token) must have the gradient of forwarding each row alone, whole,
+    with no cache and no padding — an independent computation. Ragged rows, fp32, with and without
+    gradient checkpointing."""
+    from agentic_rl.models.loader import tiny_model
+
+    group = _ragged_group(torch.Generator().manual_seed(3))
+    model = tiny_model(tokenizer, seed=0)
+    if checkpointed:
+        enable_gradient_checkpointing(model)
+    model.train()
+    batch = make_batch(group.trajectories, pad_id=0)
+    assert len(batch.prefix_ids) == 12
+    lp, _ = token_logprobs(model, batch)
+    lp.sum().backward()
+    shared = _grads(model)
+    model.zero_grad()
+    for t in group.trajectories:  # the reference: each row alone, a plain causal-LM forward
+        ids = torch.tensor([t.token_ids()])
+        mask = torch.tensor(t.loss_mask(), dtype=torch.bool)[1:]
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
+        logp[mask].sum().backward()
+    plain = _grads(model)
+    assert shared.keys() == plain.keys() and shared
+    for name, g in plain.items():
+        torch.testing.assert_close(shared[name], g, atol=2e-5, rtol=1e-4, msg=name)
