@@ -11,9 +11,10 @@ For a failed trajectory (reward below `min_reward`):
    student left them), through the normal rollout loop;
 4. the continuation is **verified** by the env's own reward; only verified corrections are kept;
 5. each kept correction becomes a trajectory on the student's context **without the hint** — the
-   prompt, the kept turns, the teacher's turns — in the same token layout as SFT and RL
-   (`conversation_trajectory`), tagged with its provenance (task meta `provenance: hindsight`,
-   `source_task`, `failure_turn`, `hint`), ready to be trained on as an SFT target. The student's
+   prompt and the kept turns as the student's exact sampled and fed ids, then the teacher's turns as
+   its own ids — in the same token layout as SFT and RL, nothing re-tokenized (`as_student_target`),
+   tagged with its provenance (task meta `provenance: hindsight`, `source_task`, `failure_turn`,
+   `hint`), ready to be trained on as an SFT target. The student's
    kept turns are context, not a target: only the teacher's turns are trained (a kept turn may hold
    the very call that went wrong).
 
@@ -36,7 +37,7 @@ from agentic_rl.envs.base import Env, close_env
 from agentic_rl.registry import Registry
 from agentic_rl.rewards.grounding import grounded, value_pattern
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.demos import conversation_trajectory, demonstrate
+from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.types import Task, Trajectory
 
@@ -185,8 +186,7 @@ def hindsight_corrections(
             continue
         if check and not grounded(t.task.answer, [*t.turns[:k], *fix.turns]):
             continue
-        actions = [turn.action_text for turn in t.turns[:k]] + [turn.action_text for turn in fix.turns]
-        kept.append(_as_student_target(make_env, t.task, actions, k, h, tokenizer))
+        kept.append(as_student_target(t, fix, k, h))
     return HindsightResult(kept, len(plans))
 
 
@@ -218,15 +218,18 @@ def demonstration_corrections(spec, options: Mapping, tokenizer, failed: Sequenc
     return HindsightResult(kept, len(seen))
 
 
-def _as_student_target(make_env, task: Task, actions: Sequence[str], k: int, h: str, tokenizer) -> Trajectory:
-    env = make_env()
-    try:
-        messages = replay(env, task, actions)
-        tagged = Task(task.id, task.prompt, task.answer, {**task.meta, "provenance": "hindsight",
-                                                          "source_task": task.id, "failure_turn": k, "hint": h})
-        return as_context(conversation_trajectory(tagged, messages, env.tool_schemas, env.format, tokenizer), k)
-    finally:
-        close_env(env)
+def as_student_target(t: Trajectory, fix: Trajectory, k: int, h: str) -> Trajectory:
+    """The correction as the student will train on it, from token ids only: the student's own first
+    k turns and the observation after them exactly as it sampled and was fed them (context, not
+    trained), then the teacher's actions and the observations between them as the teacher's episode
+    holds them. The teacher's first action followed the hinted context; here it follows the student's."""
+    task = t.task
+    tagged = Task(task.id, task.prompt, task.answer, {**task.meta, "provenance": "hindsight",
+                                                      "source_task": task.id, "failure_turn": k, "hint": h})
+    context = [i for turn in t.turns[:k] for i in (*turn.obs_ids, *turn.action_ids)]
+    first = replace(fix.turns[0], obs_ids=(*context, *t.turns[k].obs_ids))
+    return Trajectory(tagged, (first, *fix.turns[1:]), reward=fix.reward, reward_details=fix.reward_details,
+                      terminated=fix.terminated, truncated=fix.truncated)
 
 
 def as_context(t: Trajectory, k: int) -> Trajectory:

@@ -94,6 +94,32 @@ def test_only_verified_corrections_are_kept_without_the_hint(tokenizer, teacher_
     assert "2+2" in tokenizer.decode(a.token_ids())
 
 
+def test_a_correction_opens_with_the_students_exact_ids(tokenizer):
+    """The correction's context is the failed episode's own token ids up to the failure point — the
+    prompt, the kept turns and the observation after them, as sampled and fed — not a re-rendering of
+    their text; what it trains is exactly the teacher's sampled actions. The student here sampled its
+    kept call one character a token (the same text, not the tokenizer's own split), which a
+    re-rendering of the text would not give back."""
+    groups, params = _student(tokenizer)
+    failed = failed_episodes(groups, 1.0, 8)
+    kept = failed[0].turns[0]  # failed[0] keeps its first turn (failure_turn 1)
+    spelled = tuple(i for ch in kept.action_text for i in tokenizer.encode(ch, add_special_tokens=False))
+    assert spelled != kept.action_ids and tokenizer.decode(spelled) == kept.action_text
+    failed[0] = dataclasses.replace(failed[0], turns=(
+        dataclasses.replace(kept, action_ids=spelled, logprobs=(-1.0,) * len(spelled)), *failed[0].turns[1:]))
+    teacher = _computing_teacher(tokenizer, failed, True)
+    out = hindsight_corrections(teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
+                                params, BUDGET, options(reveal_answer=True))
+    for fix, src in zip(out.corrections, failed):
+        k = fix.task.meta["failure_turn"]
+        context = [i for turn in src.turns[:k] for i in (*turn.obs_ids, *turn.action_ids)] + list(src.turns[k].obs_ids)
+        assert fix.token_ids()[: len(context)] == context
+        assert fix.loss_mask()[: len(context)] == [0] * len(context)
+        trained = [i for i, m in zip(fix.token_ids(), fix.loss_mask()) if m]
+        assert trained == [i for turn in fix.turns for i in turn.action_ids]
+        assert fix.reward == 1.0 and fix.terminated
+
+
 @pytest.mark.parametrize("cheat", ["copy", "echo"])
 def test_a_correction_that_copies_the_revealed_answer_is_not_kept(tokenizer, cheat):
     """A teacher that writes the hint's answer (straight away, or after asking the calculator to
