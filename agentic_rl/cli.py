@@ -56,6 +56,7 @@ def _train(args) -> int:
     from agentic_rl.trainer.config import ConfigError, load_config
     from agentic_rl.trainer.loop import train
     from agentic_rl.trainer.rl_loop import TrainingDiverged
+    from agentic_rl.trainer.rl_step import InfrastructureFailure
 
     sft_only = ["rl.steps=0", "eval.baselines=false", "sft.graduation=true"] if args.command == "sft" else []
     try:
@@ -63,7 +64,7 @@ def _train(args) -> int:
         results = train(cfg, getattr(args, "resume", None))
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         return _error(e)
-    except TrainingDiverged as e:
+    except (TrainingDiverged, InfrastructureFailure) as e:
         print(f"agentic-rl: stopped: {e}", file=sys.stderr)
         return 1
     print(json.dumps(_summary(results), indent=2))

@@ -1,4 +1,26 @@
-"""Fault isolation helpers: a deadline for code that may hang (an env step, a reward function).
+"""Whose fault a failure is, and fault isolation: a deadline for code that may hang.
+
+Every failure an episode meets is either the policy's or the machine's, and the two are trained on
+differently:
+
+  the policy's (scored as the env says, and trained on: excluding them would be a reward hack, since
+  a policy could then escape a negative advantage by making its episode crash):
+    - a malformed action, a call of an unknown tool, bad arguments;
+    - a tool call the tool rejects (it raises, or returns an error);
+    - the agent's own code timing out, crashing or exhausting its limits in the sandbox;
+    - running out of turns or tokens (a truncation);
+    - an answer the verifier cannot read (`Score.error`);
+
+  the infrastructure's (`Trajectory.infra_failure` names the kind; the episode leaves its group's
+  statistics and the loss, and a group left with fewer than two scored episodes trains nothing):
+    - `reset`: the env's reset raised (tried twice);
+    - `env_step`: the env's step raised, hung past `rollout.step_timeout_s` or returned garbage;
+    - `reward`: the reward function raised, hung or returned garbage (tried twice);
+    - `sandbox_start`: the code sandbox could not start (`SandboxUnavailable`);
+    - `tool_backend`: a tool's backend failed (a tool raises `InfrastructureError`; tried twice).
+
+A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
+other exception from a tool is the policy's call going wrong.
 
 `deadline(seconds)` raises `Timeout` inside the guarded block when it runs too long. It uses the
 process's interval timer (SIGALRM), which interrupts pure-Python loops, sleeps and blocking I/O;
@@ -16,6 +38,15 @@ import threading
 
 class Timeout(Exception):
     pass
+
+
+class InfrastructureError(Exception):
+    """A failure of the machine, not of the policy's action (`kind` names it; see the module doc)."""
+
+    kind = "tool_backend"
+
+
+INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend")
 
 
 @contextlib.contextmanager

@@ -68,12 +68,17 @@ class Trajectory:
     terminated: bool = False  # the env ended the episode (final answer given)
     truncated: bool = False  # a budget ended it (max turns, tokens)
     error: str | None = None
+    # the machine failed, not the policy (`faults.py`: reset, env_step, reward, sandbox_start,
+    # tool_backend): the episode trains nothing and leaves its group's statistics
+    infra_failure: str | None = None
 
     def token_ids(self) -> list[int]:
         return [t for turn in self.turns for t in (*turn.obs_ids, *turn.action_ids)]
 
     def loss_mask(self) -> list[int]:
-        return [m for turn in self.turns for m in (*[0] * len(turn.obs_ids), *[int(turn.trained)] * len(turn.action_ids))]
+        trained = self.infra_failure is None
+        return [m for turn in self.turns
+                for m in (*[0] * len(turn.obs_ids), *[int(turn.trained and trained)] * len(turn.action_ids))]
 
     def sampled_logprobs(self) -> list[float]:
         """Engine logprobs aligned with `token_ids()`; 0.0 where nothing was sampled."""

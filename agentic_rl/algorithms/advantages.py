@@ -58,6 +58,13 @@ def group_centered(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = No
     return ((rewards_PG - mean) * e).masked_fill(top == bottom, 0.0)
 
 
+def _count(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None) -> torch.Tensor:
+    """(P, 1) how many members of each group exist (G where no mask is given)."""
+    if exists_PG is None:
+        return torch.full((rewards_PG.shape[0], 1), rewards_PG.shape[1], dtype=rewards_PG.dtype)
+    return exists_PG.to(rewards_PG.dtype).sum(1, keepdim=True)
+
+
 @ADVANTAGES.register("grpo")
 def grpo_advantages(rewards_PG: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """GRPO (Shao et al. 2024, DeepSeekMath): A_i = (r_i - mean_G r) / (std_G r + eps).
@@ -69,41 +76,49 @@ def grpo_advantages(rewards_PG: torch.Tensor, eps: float = 1e-6) -> torch.Tensor
 
 
 @ADVANTAGES.register("dr_grpo")
-def dr_grpo_advantages(rewards_PG: torch.Tensor) -> torch.Tensor:
+def dr_grpo_advantages(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): A_i = r_i - mean_G r.
     Dropping the std division removes GRPO's bias toward groups with low reward spread."""
-    return group_centered(rewards_PG)
+    return group_centered(rewards_PG, exists_PG)
 
 
 @ADVANTAGES.register("rloo")
-def rloo_advantages(rewards_PG: torch.Tensor) -> torch.Tensor:
+def rloo_advantages(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
     """RLOO (Ahmadian et al. 2024, "Back to Basics"): baseline = mean of the other G-1 samples.
-    A_i = r_i - (sum_G r - r_i)/(G-1) = G/(G-1) * (r_i - mean_G r)."""
-    G = rewards_PG.shape[1]
-    if G < 2:
-        return torch.zeros_like(rewards_PG)
-    return group_centered(rewards_PG) * G / (G - 1)
+    A_i = r_i - (sum_G r - r_i)/(G-1) = G/(G-1) * (r_i - mean_G r), G the members that exist."""
+    if exists_PG is None:
+        G = rewards_PG.shape[1]
+        return group_centered(rewards_PG) * G / (G - 1) if G > 1 else torch.zeros_like(rewards_PG)
+    n = _count(rewards_PG, exists_PG)
+    return group_centered(rewards_PG, exists_PG) * n / (n - 1).clamp(min=1) * (n > 1)
 
 
 @SCALES.register("group")
-def _group_std(rewards_PG: torch.Tensor) -> torch.Tensor:
-    """(P, 1) unbiased std within each group (0 for G = 1)."""
-    if rewards_PG.shape[1] < 2:
-        return torch.zeros(rewards_PG.shape[0], 1, dtype=rewards_PG.dtype)
-    return rewards_PG.std(dim=1, keepdim=True)
+def _group_std(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
+    """(P, 1) unbiased std within each group, over the members that exist (0 for fewer than 2)."""
+    if exists_PG is None:
+        if rewards_PG.shape[1] < 2:
+            return torch.zeros(rewards_PG.shape[0], 1, dtype=rewards_PG.dtype)
+        return rewards_PG.std(dim=1, keepdim=True)
+    n = _count(rewards_PG, exists_PG)
+    e = torch.ones_like(rewards_PG) if exists_PG is None else exists_PG.to(rewards_PG.dtype)
+    mean = (rewards_PG * e).sum(1, keepdim=True) / n.clamp(min=1)
+    var = (((rewards_PG - mean) * e) ** 2).sum(1, keepdim=True) / (n - 1).clamp(min=1)
+    return torch.where(n > 1, var.sqrt(), torch.zeros(()))
 
 
 @SCALES.register("batch")
-def _batch_std(rewards_PG: torch.Tensor) -> torch.Tensor:
-    """Unbiased std of every reward in the batch (group mean, batch std: Liu et al. 2025, "Part I:
-    Tricks or Traps?"); one divisor for all groups keeps their relative weights."""
-    if rewards_PG.numel() < 2:
+def _batch_std(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
+    """Unbiased std of every reward in the batch that exists (group mean, batch std: Liu et al. 2025,
+    "Part I: Tricks or Traps?"); one divisor for all groups keeps their relative weights."""
+    r = rewards_PG.reshape(-1) if exists_PG is None else rewards_PG[exists_PG.bool()]
+    if r.numel() < 2:
         return torch.zeros((), dtype=rewards_PG.dtype)
-    return rewards_PG.std()
+    return r.std()
 
 
 @SCALES.register("none")
-def _no_scale(rewards_PG: torch.Tensor) -> torch.Tensor:
+def _no_scale(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
     return torch.ones((), dtype=rewards_PG.dtype)
 
 
@@ -117,6 +132,9 @@ class AdvantageInputs:
     turn_rewards_BK: torch.Tensor | None = None  # per-turn (process) rewards, 0-padded to K turns
     token_rewards_BT: torch.Tensor | None = None  # dense rewards, e.g. `kl_penalty_rewards` (detached)
     values_BT: torch.Tensor | None = None  # critic V(s_t) before sampling token t (GAE only)
+    # bool: the samples that count in their group's statistics (an infrastructure failure does not:
+    # its row's loss mask is 0 and its reward takes no part in its group's mean or std); None = all
+    exists_PG: torch.Tensor | None = None
     scale: str = "group"  # "grpo" only: divide by the std of the "group", the "batch", or "none"
     gamma: float = 1.0  # discount per sampled token
     lam: float = 1.0  # GAE lambda
@@ -189,19 +207,19 @@ def _group_relative(x: AdvantageInputs, adv_PG: torch.Tensor) -> AdvantageOutput
 def grpo(x: AdvantageInputs) -> AdvantageOutputs:
     """GRPO: A_i = (r_i - mean_G r) / (s + eps), s = std of the group, of the batch, or 1 (`x.scale`)."""
     r = x.rewards_PG.to(torch.float32)
-    return _group_relative(x, group_centered(r) / (SCALES.get(x.scale)(r) + x.eps))
+    return _group_relative(x, group_centered(r, x.exists_PG) / (SCALES.get(x.scale)(r, x.exists_PG) + x.eps))
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")
 def dr_grpo(x: AdvantageInputs) -> AdvantageOutputs:
     """Dr. GRPO: A_i = r_i - mean_G r (GRPO with scale "none", whatever `x.scale` says)."""
-    return _group_relative(x, dr_grpo_advantages(x.rewards_PG.to(torch.float32)))
+    return _group_relative(x, dr_grpo_advantages(x.rewards_PG.to(torch.float32), x.exists_PG))
 
 
 @ADVANTAGE_ESTIMATORS.register("rloo")
 def rloo(x: AdvantageInputs) -> AdvantageOutputs:
     """RLOO: A_i = r_i - mean_{j != i} r_j."""
-    return _group_relative(x, rloo_advantages(x.rewards_PG.to(torch.float32)))
+    return _group_relative(x, rloo_advantages(x.rewards_PG.to(torch.float32), x.exists_PG))
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce_pp")
@@ -234,7 +252,7 @@ def reinforce_pp_baseline(x: AdvantageInputs) -> AdvantageOutputs:
     group, and subtracting a length-weighted token mean would give a group with equal rewards a
     non-zero advantage.
     """
-    adv = _group_relative(x, dr_grpo_advantages(x.rewards_PG.to(torch.float32))).advantages_BT
+    adv = _group_relative(x, dr_grpo_advantages(x.rewards_PG.to(torch.float32), x.exists_PG)).advantages_BT
     _, std = masked_mean_std(adv, x.loss_mask_BT)
     return AdvantageOutputs(adv / (std + x.eps))
 

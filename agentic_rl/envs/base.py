@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentic_rl.envs.formats import HERMES, ToolFormat
+from agentic_rl.faults import InfrastructureError
 from agentic_rl.tools.schema import function_schema, validate_arguments
 from agentic_rl.types import Task, ToolCall
 
@@ -90,11 +91,22 @@ class ToolEnv:
         messages = [{"role": "tool", "name": "error", "content": f"Error: {e}"} for e in parsed.errors]
         errors = len(parsed.errors)
         for call in parsed.tool_calls:
-            content, ok = self._call(call)
+            try:
+                content, ok = self._call_retrying(call)
+            except InfrastructureError as e:  # the machine's fault: the episode ends and trains nothing
+                return StepResult(truncated=True, tool_calls=parsed.tool_calls, info={
+                    "error": f"{call.name}: {type(e).__name__}: {e}", "infra_failure": e.kind})
             errors += not ok
             messages.append({"role": "tool", "name": call.name, "content": content})
         return StepResult(observation=tuple(messages), tool_calls=parsed.tool_calls,
                           malformed_calls=len(parsed.errors), tool_errors=errors)
+
+    def _call_retrying(self, call: ToolCall) -> tuple[str, bool]:
+        """A call whose backend failed (`InfrastructureError`) is tried once more."""
+        try:
+            return self._call(call)
+        except InfrastructureError:
+            return self._call(call)
 
     def _call(self, call: ToolCall) -> tuple[str, bool]:
         fn = self.tools.get(call.name)
@@ -109,6 +121,8 @@ class ToolEnv:
         except concurrent.futures.TimeoutError:
             future.cancel()
             return f"Error: {call.name} timed out after {self.timeout_s:g}s", False
+        except InfrastructureError:
+            raise
         except Exception as e:  # a raising tool is the model's problem to read, not ours to crash on
             return f"Error: {call.name} raised {type(e).__name__}: {e}"[: self.max_result_chars], False
         text = str(result)

@@ -1,6 +1,7 @@
 """Attach outcome rewards to trajectories. A reward function that raises, hangs past the step timeout
-or returns garbage (not a Score, a non-finite value) scores its episode 0 and records the error; it
-never takes the batch down."""
+or returns garbage (not a Score, a non-finite value) is the infrastructure's failure, not the
+policy's (`faults.py`): it is tried once more (unless it hung), then the episode is marked
+`infra_failure: reward` with the error, scores 0 and trains nothing; it never takes the batch down."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from agentic_rl.faults import deadline
+from agentic_rl.faults import Timeout, deadline
 from agentic_rl.rewards.base import RewardFn, Score
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
@@ -19,19 +20,44 @@ def score_trajectory(reward_fn: RewardFn, t: Trajectory, score: Score | None = N
     """`score`: already computed (by a group reward); otherwise `reward_fn(task, t)`."""
     if t.error and not t.turns:
         return dataclasses.replace(t, reward=0.0, reward_details={"correct": 0.0})
-    try:
-        if score is None:
-            with deadline(timeout_s, "reward"):
-                score = reward_fn(t.task, t)
-        _check_score(score)
-    except Exception as e:  # noqa: BLE001 - a broken verifier costs this episode's reward only
-        return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}")
+    if score is None or not _valid(score):
+        try:
+            score = _score(reward_fn, t, timeout_s)
+        except Exception as e:  # noqa: BLE001 - a broken verifier costs this episode only, and never trains
+            return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}",
+                                       infra_failure="reward")
     details = dict(score.details)
     if score.error:  # an undecided score stays in the data with its reason, flagged for the metrics
         details["reward_error"] = 1.0
         return dataclasses.replace(t, reward=float(score.value), reward_details=details,
                                    error=t.error or f"reward: {score.error}")
     return dataclasses.replace(t, reward=float(score.value), reward_details=details)
+
+
+def _score(reward_fn: RewardFn, t: Trajectory, timeout_s: float) -> Score:
+    """`reward_fn(task, t)`, checked; a call that raises or returns garbage is tried once more (one
+    that hung is not: its second try would cost the deadline again)."""
+    try:
+        return _call(reward_fn, t, timeout_s)
+    except Timeout:
+        raise
+    except Exception:  # noqa: BLE001 - one more try; its error is the one reported
+        return _call(reward_fn, t, timeout_s)
+
+
+def _call(reward_fn: RewardFn, t: Trajectory, timeout_s: float) -> Score:
+    with deadline(timeout_s, "reward"):
+        score = reward_fn(t.task, t)
+    _check_score(score)
+    return score
+
+
+def _valid(score) -> bool:
+    try:
+        _check_score(score)
+        return True
+    except TypeError:
+        return False
 
 
 def _check_score(score) -> None:

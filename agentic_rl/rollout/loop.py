@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from agentic_rl.engines.base import Engine, SamplingParams
 from agentic_rl.envs.base import Env, StepResult, close_env
-from agentic_rl.faults import Timeout, deadline
+from agentic_rl.faults import InfrastructureError, Timeout, deadline
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 
@@ -45,6 +45,7 @@ class _Episode:
     terminated: bool = False
     truncated: bool = False
     error: str | None = None
+    infra_failure: str | None = None  # a kind of `faults.INFRA_KINDS`
 
     @property
     def generated(self) -> int:
@@ -110,12 +111,18 @@ def rollout(
 
 
 def _start(task: Task, env: Env, tokenizer) -> _Episode:
+    """The episode's first observation; a reset that raises is tried once more, then the episode is
+    the infrastructure's failure (it costs its episode, not the batch, and trains nothing)."""
     ep = _Episode(task, env)
-    try:
-        text = env.format.render_prompt(env.reset(task), env.tool_schemas)
-        ep.fed = tokenizer.encode(text, add_special_tokens=False)
-    except Exception as e:  # a broken task or env costs its episode, not the batch
-        ep.error = f"reset failed: {type(e).__name__}: {e}"
+    for _ in range(2):
+        try:
+            text = env.format.render_prompt(env.reset(task), env.tool_schemas)
+            ep.fed = tokenizer.encode(text, add_special_tokens=False)
+            ep.error = None
+            return ep
+        except Exception as e:  # noqa: BLE001 - a broken task or env costs its episode, not the batch
+            ep.error = f"reset failed: {type(e).__name__}: {e}"
+    ep.infra_failure = "reset"
     return ep
 
 
@@ -138,7 +145,9 @@ def _step(env: Env, action: str, timeout_s: float = 0.0) -> StepResult:
         _check_result(result)
         return result
     except Exception as e:  # noqa: BLE001 - whatever the env does wrong costs its episode only
-        return StepResult(truncated=True, info={"error": f"env.step raised {type(e).__name__}: {e}"})
+        kind = e.kind if isinstance(e, InfrastructureError) else "env_step"  # the env's code, not the action
+        return StepResult(truncated=True, info={"error": f"env.step raised {type(e).__name__}: {e}",
+                                                "infra_failure": kind})
 
 
 def _check_result(result) -> None:
@@ -167,6 +176,8 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
     """Observation ids to feed next, or None when the episode is over (and why is recorded)."""
     if result.info.get("error"):
         ep.error = result.info["error"]
+    if result.info.get("infra_failure"):
+        ep.infra_failure = result.info["infra_failure"]
     if result.terminated or result.truncated:
         # A final action cut by the token limit is a truncation, not an answer the model chose.
         cut = sample.stop_reason == "length"
@@ -190,6 +201,5 @@ def _close(ep: _Episode) -> None:
 
 def _finish(ep: _Episode) -> Trajectory:
     _close(ep)  # episodes the session ended without a final stop (and idempotent for the others)
-    return Trajectory(
-        task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated, error=ep.error
-    )
+    return Trajectory(task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated,
+                      error=ep.error, infra_failure=ep.infra_failure)

@@ -178,6 +178,7 @@ class RLConfig:
     steps: int = 0  # 0 skips RL
     seed: int = 2
     max_bad_steps: int = 3  # consecutive steps with a non-finite loss or gradient (each skipped) before the run stops
+    infra_warn_frac: float = 0.1  # warn when more of a step's episodes fail on the machine's side (all: the run stops)
     tasks: TaskConfig = field(default_factory=TaskConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

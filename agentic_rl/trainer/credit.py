@@ -104,7 +104,8 @@ def compute_credit(groups: Sequence[TrajectoryGroup], alg: AlgorithmConfig, rewa
                    values: Sequence[torch.Tensor] | None = None) -> Credit:
     """Advantages (and, with a critic, returns) of every trajectory, group by group. Outcome rewards
     (default: the groups' own), per-turn rewards where turns carry them, dense token rewards and
-    critic values go to the estimator named by `alg.advantage`; groups must have equal size."""
+    critic values go to the estimator named by `alg.advantage`; groups must have equal size. An
+    episode the infrastructure failed takes no part in its group's statistics (and trains nothing)."""
     trajs = [t for g in groups for t in g.trajectories]
     lengths = [len(t.token_ids()) for t in trajs]
     B, T, K = len(trajs), max(lengths), max(len(t.turns) for t in trajs)
@@ -119,10 +120,12 @@ def compute_credit(groups: Sequence[TrajectoryGroup], alg: AlgorithmConfig, rewa
     if rewards_PG is None:
         rewards_PG = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
     process = bool(turn_rewards_BK.any())
+    exists_PG = torch.tensor([[t.infra_failure is None for t in g.trajectories] for g in groups])
     out = ADVANTAGE_ESTIMATORS.get(alg.advantage)(AdvantageInputs(
         rewards_PG, mask_BT, turn_index_BT=turn_BT if process else None,
         turn_rewards_BK=turn_rewards_BK if process else None, token_rewards_BT=_padded(token_rewards, B, T),
-        values_BT=_padded(values, B, T), scale=alg.advantage_scale, gamma=alg.gamma, lam=alg.lam))
+        values_BT=_padded(values, B, T), scale=alg.advantage_scale, gamma=alg.gamma, lam=alg.lam,
+        exists_PG=None if bool(exists_PG.all()) else exists_PG))
     rows = lambda x: [x[i, : lengths[i]] for i in range(B)]  # noqa: E731
     returns = rows(out.returns_BT) if values is not None and out.returns_BT is not None else None
     return Credit(rows(out.advantages_BT), returns, list(values) if values is not None else None)

@@ -49,10 +49,17 @@ def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[
 
 
 def split_metrics(groups) -> dict:
-    """A split's metrics from its scored groups (one greedy episode each)."""
-    m = rollout_metrics(groups)
+    """A split's metrics from its scored groups (one greedy episode each). Episodes the machine
+    failed (`faults.py`) are not the model's: they are counted (`infra_failures`) and left out of
+    every other figure."""
+    failed = sum(g.trajectories[0].infra_failure is not None for g in groups)
+    groups = [g for g in groups if g.trajectories[0].infra_failure is None]
+    m = rollout_metrics(groups) if groups else dict.fromkeys(
+        ("accuracy", "format_rate", "tool_calls_per_episode", "tool_error_rate", "turns_per_episode",
+         "truncation_rate", "tokens_generated"), 0.0)
     return {
         "n": len(groups),
+        **({"infra_failures": failed} if failed else {}),
         "accuracy": m["accuracy"],
         "format_rate": m["format_rate"],
         "tool_calls_per_episode": m["tool_calls_per_episode"],

@@ -82,12 +82,11 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # 1-3. sample tasks, roll them out, score them (DAPO's dynamic sampling refills flat groups)
     version = run.engine.version
     kept, sampled, stats = collect(run, seed=rl.seed * 1_000_003 + step)
-    rollout_row = rollout_metrics(sampled)
-    # 4. filter: StarPO-S keeps the groups with the most reward spread; nothing trains when every
-    # episode failed (the machine's fault, not the policy's)
-    groups = keep_top_spread(kept, rl.filters.variance_keep)
-    if sampled and all(t.error for g in sampled for t in g.trajectories):
-        groups = _skip_step(run.logger, step, sampled)
+    rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac)}
+    # 4. filter: a group needs two scored episodes (the machine's failures are not the policy's);
+    # StarPO-S keeps the groups with the most reward spread
+    groups = keep_top_spread([g for g in kept if len(scored([g])[0].trajectories) >= 2] if kept else [],
+                             rl.filters.variance_keep)
     # 5. credit: rewards -> per-token advantages (and a critic's targets)
     credit = assign_credit(groups, run.scorer, rl.algorithm, cfg.rollout.max_episode_tokens)
     # hindsight: failed episodes, corrected and verified, join the update as SFT targets
@@ -124,7 +123,7 @@ def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup],
     groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
     if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
         groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
-    run.sampler.update(groups)
+    run.sampler.update(scored(groups))  # pass rates of what the policy did
     return groups, stats
 
 
@@ -157,12 +156,34 @@ def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
     return [g for g, k in zip(groups, keep) if k]
 
 
-def _skip_step(logger: MetricsLogger, step: int, sampled: Sequence[TrajectoryGroup]) -> list:
-    example = next(t.error for g in sampled for t in g.trajectories)
-    warnings.warn(f"RL step {step}: every episode failed ({example}); no update this step", stacklevel=3)
-    logger.log({"step": step, "stage": "event", "event": "step_skipped", "reason": "every episode failed",
-                "example_error": example})
-    return []
+class InfrastructureFailure(RuntimeError):
+    """Every episode of an RL step failed on the machine's side: nothing is left to train on."""
+
+
+def scored(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    """The groups without the episodes the infrastructure failed (`faults.py`): what the policy did."""
+    return [TrajectoryGroup(g.task, tuple(t for t in g.trajectories if t.infra_failure is None)) for g in groups]
+
+
+def infra_failures(sampled: Sequence[TrajectoryGroup], step: int, warn_frac: float) -> dict[str, float]:
+    """`infra_failures/<kind>` counts and their share of the step's episodes. Over `warn_frac` of them
+    warns; all of them stops the run, with an example of what failed."""
+    trajs = [t for g in sampled for t in g.trajectories]
+    failed = [t for t in trajs if t.infra_failure is not None]
+    if not trajs:
+        return {}
+    if len(failed) == len(trajs):
+        raise InfrastructureFailure(
+            f"RL step {step}: every episode ({len(trajs)}) failed on the machine's side, not the policy's "
+            f"({failed[0].infra_failure}: {failed[0].error}); check the env, its tools and the reward")
+    frac = len(failed) / len(trajs)
+    if frac > warn_frac:
+        warnings.warn(f"RL step {step}: {len(failed)} of {len(trajs)} episodes failed on the machine's side "
+                      f"({failed[0].infra_failure}: {failed[0].error}); they are left out of training", stacklevel=3)
+    kinds = {f"infra_failures/{t.infra_failure}": 0.0 for t in failed}
+    for t in failed:
+        kinds[f"infra_failures/{t.infra_failure}"] += 1.0
+    return {**dict(sorted(kinds.items())), "infra_failure_frac": frac}
 
 
 def correct_failures(run: RLRun, sampled: Sequence[TrajectoryGroup], seed: int) -> HindsightResult | None:

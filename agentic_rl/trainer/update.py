@@ -68,13 +68,21 @@ def split_minibatches(n: int, k: int) -> list[range]:
 
 
 def group_work(batch: UpdateBatch) -> list[GroupWork]:
-    """The credit, cut per group (groups have equal sizes)."""
+    """The credit, cut per group (groups have equal sizes), without the rows the machine failed."""
     groups, credit = batch.rollout.groups, batch.credit
     G = len(groups[0].trajectories) if groups else 0
     cut = lambda rows: [rows[p * G : (p + 1) * G] for p in range(len(groups))]  # noqa: E731
     returns = cut(credit.returns) if credit.returns is not None else [None] * len(groups)
     values = cut(credit.values) if credit.values is not None else [None] * len(groups)
-    return [GroupWork(g, a, r, v) for g, a, r, v in zip(groups, cut(credit.advantages), returns, values)]
+    work = [GroupWork(g, a, r, v) for g, a, r, v in zip(groups, cut(credit.advantages), returns, values)]
+    return [_without_infra_failures(w) for w in work]
+
+
+def _without_infra_failures(w: GroupWork) -> GroupWork:
+    """The group's rows the machine did not fail: the others train nothing, and an empty failed row
+    would cut the prompt the group's rows share."""
+    keep = [i for i, t in enumerate(w.group.trajectories) if t.infra_failure is None]
+    return w if len(keep) == len(w.group.trajectories) else _subgroup(w, keep)
 
 
 def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConfig, pad_id: int,

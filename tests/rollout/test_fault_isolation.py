@@ -63,6 +63,8 @@ def test_a_misbehaving_env_costs_only_its_episode(tokenizer):
         assert t.terminated and t.error is None
     for mode, t in by_mode.items():
         assert t.truncated and not t.terminated and t.error, mode
+        assert t.infra_failure == "env_step" and sum(t.loss_mask()) == 0, mode  # the env's fault: not trained
+    assert trajs[0].infra_failure is None and trajs[-1].infra_failure is None
     assert "boom" in by_mode["raise"].error
     assert "exceeded 0.5s" in by_mode["hang"].error
     assert "StepResult" in by_mode["none"].error
@@ -101,5 +103,5 @@ def test_a_misbehaving_reward_costs_only_its_episode(tokenizer, mode, message):
     out = score_groups(_Reward(modes), groups, timeout_s=0.5)
     assert time.perf_counter() - start < 10
     bad, good = out[0].trajectories[0], out[1].trajectories[0]
-    assert bad.reward == 0.0 and message in bad.error
-    assert good.reward == 1.0 and good.error is None
+    assert bad.reward == 0.0 and message in bad.error and bad.infra_failure == "reward"
+    assert good.reward == 1.0 and good.error is None and good.infra_failure is None

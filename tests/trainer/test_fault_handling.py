@@ -1,6 +1,6 @@
 """Faults at the scale of a training step, through `train()` on the tiny recipe: a step where every
-episode failed is skipped with a warning; a non-finite loss skips the update (weights untouched)
-and `rl.max_bad_steps` of them in a row stop the run with the evidence."""
+episode failed on the machine's side stops the run with the evidence; a non-finite loss skips the
+update (weights untouched) and `rl.max_bad_steps` of them in a row stop the run."""
 
 from __future__ import annotations
 
@@ -45,15 +45,16 @@ def _rows(run_dir, stage):
     return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["stage"] == stage]
 
 
-def test_a_step_where_every_episode_failed_is_skipped(tmp_path, broken_env, snapshot):
+def test_a_step_where_every_episode_failed_on_the_machines_side_stops_the_run(tmp_path, broken_env, snapshot):
+    """Every step raises (a tool server down): nothing the policy did is left to train on, so the run
+    stops at the first step with the kind and an example, and the weights are untouched."""
+    from agentic_rl.trainer.rl_step import InfrastructureFailure
+
     cfg = load_config("recipes/tiny.yaml", [*TINY, f"env.name={broken_env}", f"output_dir={tmp_path}",
                                             "rl.algorithm.entropy_coef=0.01"])
-    with pytest.warns(UserWarning, match="every episode failed"):
+    with pytest.raises(InfrastructureFailure, match="every episode .* failed on the machine's side.*env_step.*tool server unreachable"):
         loop.train(cfg)
-    events = [e for e in _rows(tmp_path, "event") if e.get("event") == "step_skipped"]
-    assert [e["step"] for e in events] == [1, 2]
-    assert "tool server unreachable" in events[0]["example_error"]
-    assert all(r["optimizer_steps"] == 0 and r["episode_error_rate"] == 1.0 for r in _rows(tmp_path, "rl"))
+    assert _rows(tmp_path, "rl") == []
     after = snapshot["model"].state_dict()  # the entropy bonus would have moved them, had a step run
     assert all(torch.equal(after[k], v) for k, v in snapshot["before"].items())
 

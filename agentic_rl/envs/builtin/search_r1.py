@@ -24,6 +24,7 @@ from agentic_rl.data import search_qa as data
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import SEARCH_R1
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.faults import InfrastructureError
 from agentic_rl.rewards.base import Score, extract_answer
 from agentic_rl.types import Task, Trajectory
 
@@ -57,7 +58,10 @@ class SearchEnv(ToolEnv):
         """
         from agentic_rl.tools.search import format_passages
 
-        found = self.retriever.search(query, top_k=self.top_k)
+        try:  # any query is valid (`BM25Retriever.search` never raises on one): a failure is the index's
+            found = self.retriever.search(query, top_k=self.top_k)
+        except Exception as e:  # noqa: BLE001
+            raise InfrastructureError(f"the search index failed: {type(e).__name__}: {e}") from e
         return format_passages(found, self.max_chars) if found else "No results."
 
 

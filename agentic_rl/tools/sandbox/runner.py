@@ -28,12 +28,16 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agentic_rl.faults import InfrastructureError
+
 UID_BASE, UID_SPAN = 200_000, 1_000_000  # sandbox uids: unused by any account, one per sandbox
 _uids = itertools.count()
 
 
-class SandboxUnavailable(RuntimeError):
-    pass
+class SandboxUnavailable(InfrastructureError):
+    """The sandbox could not start: the machine's failure, not the code's (`faults.py`)."""
+
+    kind = "sandbox_start"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import time
 from agentic_rl.tools.sandbox.runner import (
     ExecResult,
     SandboxConfig,
+    SandboxUnavailable,
     command,
     kill_group,
     signal_name,
@@ -54,6 +55,8 @@ class Capped(io.TextIOBase):
         return "".join(self.parts), self.n > CAP
 
 env = {"__name__": "__main__"}
+proto_out.write('{"ready": true}\n')
+proto_out.flush()
 for line in proto_in:
     cell = json.loads(line)["code"]
     out, err = Capped(), Capped()
@@ -72,6 +75,7 @@ for line in proto_in:
     proto_out.flush()
 """
 CPU_CELLS = 8  # RLIMIT_CPU is per process lifetime: a session's worker gets this many cells' worth
+START_S = 10.0  # a worker not ready by then did not start
 
 
 class PythonSession:
@@ -124,10 +128,20 @@ class PythonSession:
         self.close()
 
     def _start(self) -> None:
+        """A worker that has said it is ready; one that cannot start, or does not say so within
+        `START_S`, is the machine's failure (`SandboxUnavailable`), not the code's: no cell ran yet."""
         argv, preexec = with_limits(command(self.config, ["-c", WORKER, str(self.config.max_output_chars)]),
                                     self.config)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     preexec_fn=preexec, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, preexec_fn=preexec, start_new_session=True)
+        except OSError as e:
+            raise SandboxUnavailable(f"the sandbox could not start: {e}") from None
+        ready = self._read_line(time.perf_counter() + START_S)
+        if ready != b'{"ready": true}':
+            code = self.proc.poll()
+            self.close()
+            raise SandboxUnavailable(f"the sandbox did not start (worker {'exit code ' + str(code) if code is not None else 'silent'})")
 
     def _read_line(self, deadline: float) -> bytes | None:
         fd = self.proc.stdout.fileno()
