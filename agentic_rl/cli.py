@@ -31,7 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sandbox", help="run a Python file in the sandbox the agent's code runs in; prints JSON")
     s.add_argument("file")
     s.add_argument("--timeout", type=float, default=5.0, help="wall-clock seconds (default 5)")
-    s.add_argument("--memory-mb", type=int, default=512, help="address-space limit (default 512)")
+    s.add_argument("--memory-mb", type=int, default=512,
+                   help="memory limit of the execution as a whole: all its processes and files in RAM (default 512)")
+    s.add_argument("--memory-guard", choices=("auto", "cgroup", "supervisor"), default="auto",
+                   help="how the memory limit is held: a cgroup per execution, or a supervisor that sums and kills "
+                        "(default auto: a cgroup where one can be made; docs/sandbox.md)")
     r = sub.add_parser("report", help="write RUN_DIR/report.html: curves and the token-level trajectory viewer")
     r.add_argument("run_dir")
     v = sub.add_parser("view", help="write the report and serve it on localhost")
@@ -136,7 +140,8 @@ def _sandbox(args) -> int:
 
     try:
         code = Path(args.file).read_text()
-        result = run_python(code, SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb))
+        config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, memory_guard=args.memory_guard)
+        result = run_python(code, config)
     except (OSError, SandboxUnavailable) as e:
         print(f"agentic-rl: error: {e}", file=sys.stderr)
         return 2

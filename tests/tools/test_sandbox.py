@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from agentic_rl.cli import main
 from agentic_rl.tools.sandbox import PythonSession, SandboxConfig, SandboxUnavailable, run_python
+from agentic_rl.tools.sandbox.runner import wait_exit
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
 FAST = SandboxConfig(timeout_s=3.0)
@@ -201,3 +203,20 @@ def test_many_concurrent_sessions_each_have_their_own_process_budget():
     finally:
         for s in sessions:
             s.close()
+
+
+def test_the_wait_blocks_on_the_exit_instead_of_polling(monkeypatch):
+    # subprocess's own wait(timeout) polls in doubling sleeps up to 50 ms, so an exit at 17 ms is seen
+    # at 32 (a third of a one-shot run's cost); the wait must block on the exit and never sleep
+    def no_polling(_):
+        raise AssertionError("the wait polled")
+    monkeypatch.setattr(time, "sleep", no_polling)
+    proc = subprocess.Popen(["/bin/sh", "-c", "read x; exit 3"], stdin=subprocess.PIPE)
+    threading.Timer(0.05, proc.stdin.close).start()
+    assert wait_exit(proc, 5.0) == 3
+    proc = subprocess.Popen(["/bin/sh", "-c", "read x"], stdin=subprocess.PIPE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        wait_exit(proc, 0.2)
+    proc.stdin.close()
+    monkeypatch.undo()
+    proc.wait()

@@ -3,8 +3,9 @@
 What the sandboxed program gets: its own user, PID, IPC, UTS, cgroup and network namespaces (no
 network at all: only its own loopback), a read-only view of /usr (the interpreter and its standard
 library) and nothing else of the host's filesystem, a private size-capped tmpfs at /tmp as its
-working directory, an empty environment, and rlimits on CPU time, address space, file size, process
-count and core dumps. bwrap is started as an unprivileged user (a fresh uid of its own, from 200000 up,
+working directory, a read-only /dev with a size-capped /dev/shm, an empty environment, a memory limit
+on the execution as a whole (`memory.py`: a cgroup of its own, or a supervisor), and rlimits on CPU
+time, address space, file size, process count and core dumps. bwrap is started as an unprivileged user (a fresh uid of its own, from 200000 up,
 when the host runs as root), so even a sandbox escape lands in an account that owns nothing. A wall-clock timeout kills the whole
 sandbox; stdout and stderr are drained continuously and kept up to a character budget.
 
@@ -18,6 +19,7 @@ import itertools
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -29,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentic_rl.faults import InfrastructureError
+from agentic_rl.tools.sandbox.memory import memory_guard
 
 UID_BASE, UID_SPAN = 200_000, 1_000_000  # sandbox uids: unused by any account, one per sandbox
 _uids = itertools.count()
@@ -44,9 +47,11 @@ class SandboxUnavailable(InfrastructureError):
 class SandboxConfig:
     timeout_s: float = 5.0  # wall clock, whole run (one-shot) or one cell (session)
     cpu_s: int = 0  # RLIMIT_CPU; 0 = ceil(timeout_s) + 1
-    memory_mb: int = 512  # RLIMIT_AS of every process in the sandbox
+    memory_mb: int = 512  # the execution as a whole (`memory.py`), and RLIMIT_AS of each process
+    memory_guard: str = "auto"  # "cgroup", "supervisor", or "auto": a cgroup where one can be made
     file_size_mb: int = 16  # RLIMIT_FSIZE: the largest file it may write
     tmp_size_mb: int = 64  # size of the private /tmp
+    shm_size_mb: int = 16  # size of /dev/shm; the rest of /dev is read-only
     max_procs: int = 32  # RLIMIT_NPROC of the sandbox user
     max_output_chars: int = 4000  # per stream
     python: str = ""  # interpreter inside the sandbox; "" = this one if the sandbox user can reach it, else /usr/bin/python3
@@ -60,7 +65,7 @@ class ExecResult:
     stderr: str
     exit_code: int
     timed_out: bool
-    killed_by: str | None  # "timeout", or the signal's name (SIGKILL, SIGXCPU, SIGXFSZ, ...)
+    killed_by: str | None  # "timeout", "memory", or the signal's name (SIGKILL, SIGXCPU, SIGXFSZ, ...)
     duration_s: float
 
     def to_json(self) -> str:
@@ -95,7 +100,8 @@ def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
     prefix = Path(python).resolve().parents[1]
     if not str(prefix).startswith("/usr"):
         argv += ["--ro-bind", str(prefix), str(prefix)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.shm_size_mb << 20), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
              "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
              "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--as-pid-1", "--"]
     if os.geteuid() != 0:
@@ -165,23 +171,54 @@ def _processes_of_caller() -> int:
 
 def execute(argv: list[str], config: SandboxConfig, stdin: bytes | None = None) -> ExecResult:
     start = time.perf_counter()
-    argv, preexec = with_limits(argv, config)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
-                            start_new_session=True)
-    out, err = CappedReader(proc.stdout, config.max_output_chars), CappedReader(proc.stderr, config.max_output_chars)
-    if stdin is not None:
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-    timed_out = False
+    guard = new_guard(config)
     try:
-        proc.wait(timeout=config.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc)
-    code = proc.returncode
-    return ExecResult(out.text(), err.text(), code, timed_out, "timeout" if timed_out else signal_name(code),
-                      time.perf_counter() - start)
+        argv, preexec = with_limits(guard.wrap(argv), config)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
+                                start_new_session=True)
+        guard.watch(proc.pid)
+        out = CappedReader(proc.stdout, config.max_output_chars)
+        err = CappedReader(proc.stderr, config.max_output_chars)
+        if stdin is not None:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        timed_out = False
+        try:
+            wait_exit(proc, config.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+        code = proc.returncode
+        killed_by = "timeout" if timed_out else "memory" if guard.kills() else signal_name(code)
+        return ExecResult(out.text(), err.text(), code, timed_out, killed_by, time.perf_counter() - start)
+    finally:
+        guard.close()
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    """`proc.wait(timeout)` without its polling: with a timeout, subprocess sleeps in doubling steps up
+    to 50 ms, so an exit at 17 ms is seen at 32. Blocks on a pidfd where the kernel has them (Linux 5.3+)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
+
+
+def new_guard(config: SandboxConfig):
+    """The memory guard of one execution (`memory.py`); one that cannot be set up is the machine's failure."""
+    try:
+        return memory_guard(config.memory_mb, config.memory_guard)
+    except OSError as e:
+        raise SandboxUnavailable(f"the sandbox's memory guard could not be set up: {e}") from None
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -22,6 +22,7 @@ from agentic_rl.tools.sandbox.runner import (
     SandboxUnavailable,
     command,
     kill_group,
+    new_guard,
     signal_name,
     truncate,
     with_limits,
@@ -84,6 +85,8 @@ class PythonSession:
         cpu = (config.cpu_s or int(config.timeout_s) + 1) * CPU_CELLS
         self.config = dataclasses.replace(config, cpu_s=cpu)
         self.proc: subprocess.Popen | None = None
+        self.guard = None  # the worker's memory guard (`memory.py`): the session's limit as a whole
+        self._kills = 0  # the guard's count of processes killed for memory, after the last cell
         self._buffer = b""
         self._lost = ""  # why the previous worker's variables are gone, told with the next result
 
@@ -108,8 +111,10 @@ class PythonSession:
         reply = json.loads(line)
         notice, self._lost = (f"[note: {self._lost}; earlier variables are gone]\n" if self._lost else ""), ""
         cap = self.config.max_output_chars
+        kills, self._kills = self._kills, self.guard.kills()
+        killed = "memory" if self._kills > kills else None  # a child of the cell, the worker lived
         return ExecResult(truncate(reply["stdout"], cap, reply["cut"][0]), notice + truncate(reply["stderr"], cap,
-                          reply["cut"][1]), int(reply["code"]), False, None, time.perf_counter() - start)
+                          reply["cut"][1]), int(reply["code"]), False, killed, time.perf_counter() - start)
 
     def close(self) -> None:
         if self.proc is not None:
@@ -120,6 +125,9 @@ class PythonSession:
                 except OSError:  # a dead worker's stdin cannot be flushed
                     pass
             self.proc, self._buffer = None, b""
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
 
     def __enter__(self) -> PythonSession:
         return self
@@ -130,13 +138,19 @@ class PythonSession:
     def _start(self) -> None:
         """A worker that has said it is ready; one that cannot start, or does not say so within
         `START_S`, is the machine's failure (`SandboxUnavailable`), not the code's: no cell ran yet."""
-        argv, preexec = with_limits(command(self.config, ["-c", WORKER, str(self.config.max_output_chars)]),
+        self.guard = new_guard(self.config)
+        argv, preexec = with_limits(self.guard.wrap(command(self.config, ["-c", WORKER,
+                                                                          str(self.config.max_output_chars)])),
                                     self.config)
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, preexec_fn=preexec, start_new_session=True)
         except OSError as e:
+            self.guard.close()
+            self.guard = None
             raise SandboxUnavailable(f"the sandbox could not start: {e}") from None
+        self.guard.watch(self.proc.pid)
+        self._kills = self.guard.kills()
         ready = self._read_line(time.perf_counter() + START_S)
         if ready != b'{"ready": true}':
             code = self.proc.poll()
@@ -159,8 +173,8 @@ class PythonSession:
     def _died(self, start: float) -> ExecResult:
         """The worker ended by itself mid-cell: a kernel limit (CPU, memory, processes) or os._exit."""
         code = self.proc.wait()
+        name = "memory" if self.guard.kills() else signal_name(code)
         self.close()
-        name = signal_name(code)
         self._lost = f"the interpreter died ({name or f'exit code {code}'})"
         return ExecResult("", f"Error: {self._lost}; its variables are gone", code, False, name,
                           time.perf_counter() - start)
