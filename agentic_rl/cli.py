@@ -1,4 +1,4 @@
-"""`agentic-rl train | eval`: the command line. Errors a user can fix print one line and exit 2."""
+"""`agentic-rl train | sft | eval | serve | ...`: the command line. Errors a user can fix print one line and exit 2."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("view", help="write the report and serve it on localhost")
     v.add_argument("run_dir")
     v.add_argument("--port", type=int, default=8765)
+    g = sub.add_parser("serve", help="an OpenAI-compatible server of a checkpoint, speaking token ids (docs/engines)")
+    g.add_argument("checkpoint", help="a checkpoint directory, or smollm2 / tiny")
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=8000)
+    g.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"))
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -51,12 +57,13 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"train": _train, "sft": _train, "eval": _eval, "sandbox": _sandbox, "report": _report,
-               "view": _report, "check-env": _check_env}[args.command]
+               "view": _report, "check-env": _check_env, "serve": _serve}[args.command]
     return handler(args)
 
 
 def _train(args) -> int:
     """`train`, or `sft`: the SFT phase alone (checkpoint, held-out eval, graduation report)."""
+    from agentic_rl.engines.probe import WeightSyncError
     from agentic_rl.trainer.config import ConfigError, load_config
     from agentic_rl.trainer.loop import train
     from agentic_rl.trainer.rl_loop import TrainingDiverged
@@ -68,7 +75,7 @@ def _train(args) -> int:
         results = train(cfg, getattr(args, "resume", None))
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         return _error(e)
-    except (TrainingDiverged, InfrastructureFailure) as e:
+    except (TrainingDiverged, InfrastructureFailure, WeightSyncError) as e:
         print(f"agentic-rl: stopped: {e}", file=sys.stderr)
         return 1
     print(json.dumps(_summary(results), indent=2))
@@ -146,6 +153,16 @@ def _sandbox(args) -> int:
         print(f"agentic-rl: error: {e}", file=sys.stderr)
         return 2
     print(result.to_json())
+    return 0
+
+
+def _serve(args) -> int:
+    from agentic_rl.engines.server import serve
+
+    try:
+        serve(args.checkpoint, args.host, args.port, args.precision, args.device)
+    except (FileNotFoundError, ValueError) as e:
+        return _error(e)
     return 0
 
 

@@ -17,7 +17,8 @@ differently:
     - `env_step`: the env's step raised, hung past `rollout.step_timeout_s` or returned garbage;
     - `reward`: the reward function raised, hung or returned garbage (tried twice);
     - `sandbox_start`: the code sandbox could not start (`SandboxUnavailable`);
-    - `tool_backend`: a tool's backend failed (a tool raises `InfrastructureError`; tried twice).
+    - `tool_backend`: a tool's backend failed (a tool raises `InfrastructureError`; tried twice);
+    - `engine`: a served engine could not sample the episode's next action (tried twice).
 
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
 other exception from a tool is the policy's call going wrong.
@@ -46,7 +47,7 @@ class InfrastructureError(Exception):
     kind = "tool_backend"
 
 
-INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend")
+INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "engine")
 
 
 @contextlib.contextmanager

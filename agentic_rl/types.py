@@ -143,3 +143,9 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
+
+    def to(self, device) -> Batch:
+        """The batch on `device` (the model's): built on the host, moved once before a forward."""
+        move = lambda x: None if x is None else x.to(device)  # noqa: E731
+        return Batch(self.prefix_ids, move(self.input_ids), move(self.attention_mask), move(self.loss_mask),
+                     move(self.advantages), move(self.sampler_logprobs), move(self.segment_ids))

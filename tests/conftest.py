@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
+from tests.device_guard import guard_device
 
 torch.set_num_threads(1)
+guard_device()  # before any backward: autograd sizes its per-device queues once, at its first use
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,8 @@ class Sample:
 class Session(Protocol):
     """The episodes of one rollout batch. `run` decodes every row to the end of its episode: when a
     row's action stops, `on_stop(row, sample)` returns the ids to feed before its next action, or
-    None when the episode is over. `max_new(row)` bounds the row's next action."""
+    None when the episode is over. `max_new(row)` bounds the row's next action. An engine whose
+    requests can fail one by one (a served one) ends a failed row with `on_error(row, why)`."""
 
     def run(
         self,
@@ -40,6 +41,7 @@ class Session(Protocol):
         params: SamplingParams,
         on_stop: Callable[[int, Sample], Sequence[int] | None],
         max_new: Callable[[int], int] | None = None,
+        on_error: Callable[[int, str], None] | None = None,
     ) -> None: ...
 
 

@@ -29,6 +29,7 @@ from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
+from agentic_rl.models.device import device_of
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
 from agentic_rl.models.precision import inference_dtype
@@ -38,7 +39,8 @@ class HFEngine:
     def __init__(self, model, tokenizer, precision: str = "auto"):
         self.model = model
         self.tokenizer = tokenizer
-        self.dtype = inference_dtype(precision)
+        self.device = device_of(model)
+        self.dtype = inference_dtype(precision, self.device)
         self._merged = None  # a LoRA policy's merge into its sampling copy
         if self.dtype == torch.float32:  # no copy: fp32 sampling reads the policy itself
             self._infer = model
@@ -75,7 +77,7 @@ class HFEngine:
     def score(self, ids: Sequence[int]) -> torch.Tensor:
         """(T - 1,) fp32 log p(ids[t] | ids[:t]) for t >= 1 under the weights this engine samples
         from, at temperature 1: what a check of the sampler's weights compares with the trainer's."""
-        x = torch.tensor([list(ids)])
+        x = torch.tensor([list(ids)], device=self.device)
         logits = self._infer(input_ids=x).logits[0, :-1].float()
         return torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:, None])[:, 0]
 
@@ -105,11 +107,12 @@ class HFSession:
 
     def __init__(self, engine: HFEngine, seed: int):
         self.engine = engine
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)  # on the host: the same draws on every device
+        self.device = engine.device
         self.rows: list[int] = []
         self.cache: GrowableCache | None = None
-        self.mask = torch.zeros(0, 0, dtype=torch.long)  # (R, L): 1 where the cache holds a real token
-        self.next_pos = torch.zeros(0, dtype=torch.long)  # (R,): position of each row's next token
+        self.mask = self._zeros(0, 0)  # (R, L): 1 where the cache holds a real token
+        self.next_pos = self._zeros(0)  # (R,): position of each row's next token
 
     @torch.no_grad()
     def run(
@@ -118,8 +121,10 @@ class HFSession:
         params: SamplingParams,
         on_stop: OnStop,
         max_new: Callable[[int], int] | None = None,
+        on_error: Callable[[int, str], None] | None = None,
     ) -> None:
-        """Decode every row's episode to its end. max_new(row): token limit of the row's next action."""
+        """Decode every row's episode to its end. max_new(row): token limit of the row's next action.
+        (`on_error` is never called: in-process, a failure is the whole batch's and raises.)"""
         limit = (lambda r: min(params.max_new_tokens, max_new(r))) if max_new else (lambda r: params.max_new_tokens)
         self.rows = sorted(prompts)
         logits = self._prefill_first(self.rows, [list(prompts[r]) for r in self.rows])
@@ -158,19 +163,20 @@ class HFSession:
             return self._append([(parked.pop(row) if flush else []) if row in parked else
                                  [state[row].ids[-1]] if row in state else [] for row in self.rows])
         fed = [i for i, row in enumerate(self.rows) if row in parked] if flush else []
-        wide = self._append([parked.pop(self.rows[i]) for i in fed], torch.tensor(fed)) if fed else None
+        fed_index = self._index(fed)
+        wide = self._append([parked.pop(self.rows[i]) for i in fed], fed_index) if fed else None
         waiting = set(parked) | {self.rows[i] for i in fed}
         decoding = [[state[row].ids[-1]] if row in state and row not in waiting else [] for row in self.rows]
         if not any(decoding):
-            return wide.new_zeros(len(self.rows), wide.shape[-1]).index_copy_(0, torch.tensor(fed), wide)
+            return wide.new_zeros(len(self.rows), wide.shape[-1]).index_copy_(0, fed_index, wide)
         logits = self._append(decoding)
-        return logits.index_copy_(0, torch.tensor(fed), wide) if fed else logits
+        return logits.index_copy_(0, fed_index, wide) if fed else logits
 
     def _compact(self, state: Mapping[int, _Action]) -> None:
         """Drop the rows whose episode is over once they are a quarter of the batch."""
         keep = [i for i, r in enumerate(self.rows) if r in state]
         if len(keep) < len(self.rows) and (len(self.rows) - len(keep)) * 4 >= len(self.rows):
-            self._select(torch.tensor(keep))
+            self._select(self._index(keep))
             self.rows = [self.rows[i] for i in keep]
 
     def generate(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams) -> dict[int, Sample]:
@@ -188,7 +194,7 @@ class HFSession:
         """Forward `ids` for every row, or for `rows` only (mask_new and positions are theirs); the
         other rows get masked slots."""
         if rows is not None:
-            full = torch.zeros(self.mask.shape[0], mask_new.shape[1], dtype=mask_new.dtype)
+            full = self._zeros(self.mask.shape[0], mask_new.shape[1])
             full[rows] = mask_new
             mask_new = full
         self.mask = torch.cat([self.mask, mask_new], dim=1)
@@ -228,21 +234,21 @@ class HFSession:
         prompts = list(uniq)
         shared = _common_prefix(prompts) if len(prompts) > 1 else 0
         self.cache = GrowableCache()
-        self.mask = torch.zeros(1, 0, dtype=torch.long)
-        self.next_pos = torch.zeros(1, dtype=torch.long)
+        self.mask = self._zeros(1, 0)
+        self.next_pos = self._zeros(1)
         if shared:
             self._append([list(prompts[0][:shared])])
             if self.engine.shares_prefix:  # kept once; each row's cache holds only its own tokens
                 self.cache.freeze_prefix()
-                self.mask = torch.zeros(len(prompts), 0, dtype=torch.long)
-                self.next_pos = torch.full((len(prompts),), shared, dtype=torch.long)
+                self.mask = self._zeros(len(prompts), 0)
+                self.next_pos = self._zeros(len(prompts)) + shared
             else:
-                self._select(torch.zeros(len(prompts), dtype=torch.long))
+                self._select(self._zeros(len(prompts)))
         else:
-            self.mask = torch.zeros(len(prompts), 0, dtype=torch.long)
-            self.next_pos = torch.zeros(len(prompts), dtype=torch.long)
+            self.mask = self._zeros(len(prompts), 0)
+            self.next_pos = self._zeros(len(prompts))
         logits = self._append([list(p[shared:]) for p in prompts])
-        index = torch.tensor([uniq[tuple(c)] for c in chunks])
+        index = self._index([uniq[tuple(c)] for c in chunks])
         self._select(index)
         self.rows = rows
         return logits[index]
@@ -258,10 +264,11 @@ class HFSession:
         width = max(len(c) for c in chunks)
         ids = torch.full((len(chunks), width), self.engine.pad_id, dtype=torch.long)
         mask_new = torch.zeros(len(chunks), width, dtype=torch.long)
-        for i, c in enumerate(chunks):
+        for i, c in enumerate(chunks):  # built on the host, moved once
             if c:
                 ids[i, width - len(c) :] = torch.tensor(c)
                 mask_new[i, width - len(c) :] = 1
+        ids, mask_new = ids.to(self.device), mask_new.to(self.device)
         start = self.next_pos if rows is None else self.next_pos[rows]
         positions = start[:, None] + (mask_new.cumsum(1) - 1).clamp(min=0)
         if rows is None:
@@ -269,6 +276,12 @@ class HFSession:
         else:
             self.next_pos = self.next_pos.index_add(0, rows, mask_new.sum(1))
         return self._forward(ids, mask_new, positions, rows)
+
+    def _zeros(self, *shape: int) -> torch.Tensor:
+        return torch.zeros(shape, dtype=torch.long, device=self.device)
+
+    def _index(self, rows: Sequence[int]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     # ------------------------------------------------------------------ decoding
     def _stop_reason(self, ids: list[int], params: SamplingParams, limit: int) -> str | None:
@@ -323,6 +336,6 @@ def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
     # Inverse-CDF sampling: one uniform per row. torch.multinomial draws an exponential for every
     # vocabulary entry, which cost more than the model's matmuls at batch 32 here.
     cdf = probs.cumsum(dim=-1)
-    u = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
+    u = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype).to(cdf.device) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u)[:, 0].clamp(max=probs.shape[-1] - 1)
     return tokens, logp.gather(1, tokens[:, None])[:, 0]

@@ -54,6 +54,7 @@ class _ScriptedSession:
         params: SamplingParams,
         on_stop: Callable[[int, Sample], Sequence[int] | None],
         max_new: Callable[[int], int] | None = None,
+        on_error: Callable[[int, str], None] | None = None,  # a script never fails
     ) -> None:
         for row in prompts:
             turn = 0

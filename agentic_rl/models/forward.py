@@ -21,6 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from agentic_rl.models.attention import training_attention
+from agentic_rl.models.device import device_of
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.vocab import chunked_token_logprobs
 from agentic_rl.types import Batch, Trajectory
@@ -78,11 +79,11 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
         lp_N = logp.gather(-1, ids[sel][:, None])[:, 0]
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy_N = -(logp.exp() * logp).sum(-1)
-    token_lp = torch.zeros(ids.shape, dtype=lp_N.dtype).masked_scatter(sel, lp_N)
-    entropy = torch.zeros(ids.shape).masked_scatter(sel, entropy_N)
+    token_lp = torch.zeros(ids.shape, dtype=lp_N.dtype, device=ids.device).masked_scatter(sel, lp_N)
+    entropy = torch.zeros(ids.shape, device=ids.device).masked_scatter(sel, entropy_N)
     values = None
     if value_head is not None:
-        values = torch.zeros(ids.shape).masked_scatter(sel, value_head(hidden[sel]).float())
+        values = torch.zeros(ids.shape, device=ids.device).masked_scatter(sel, value_head(hidden[sel]).float())
     return PolicyOutputs(token_lp, entropy, values, logp if full else None)
 
 
@@ -97,7 +98,8 @@ class SharedPrompt:
     """
 
     def __init__(self, model, ids: Sequence[int]):
-        out = _decoder(model)(input_ids=torch.tensor([list(ids)]), use_cache=True)
+        decoder = _decoder(model)
+        out = decoder(input_ids=torch.tensor([list(ids)], device=device_of(decoder)), use_cache=True)
         self.ids = tuple(ids)
         self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
         self._graph.append(out.last_hidden_state[:, -1:])
@@ -154,7 +156,7 @@ def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpoin
         cache.batch_repeat_interleave(B)
         if checkpointed:
             cache.__class__ = _FrozenPrefix  # same state; only `update` differs
-        full_mask = torch.cat([torch.ones(B, len(batch.prefix_ids), dtype=attn.dtype), attn], dim=1)
+        full_mask = torch.cat([torch.ones(B, len(batch.prefix_ids), dtype=attn.dtype, device=attn.device), attn], dim=1)
         with _flags(decoder.layers, _can_checkpoint_with_cache=True) if checkpointed else nullcontext():
             body = decoder(input_ids=ids, attention_mask=full_mask, use_cache=not checkpointed, **{cache_kwarg(decoder): cache})
         return torch.cat([last.expand(B, 1, -1), body.last_hidden_state[:, :-1]], dim=1)
@@ -177,7 +179,8 @@ def _prefix(decoder, prefix_ids: Sequence[int], shared: SharedPrompt | None, che
             return shared.cache(), shared.last
         past = {cache_kwarg(decoder): shared.cache()}
     with _flags([decoder, *decoder.layers], gradient_checkpointing=False) if checkpointed else nullcontext():
-        first = decoder(input_ids=torch.tensor([list(prefix_ids)]), use_cache=True, **past)  # cheap to keep
+        ids = torch.tensor([list(prefix_ids)], device=device_of(decoder))
+        first = decoder(input_ids=ids, use_cache=True, **past)  # cheap to keep
     return output_cache(first), first.last_hidden_state[:, -1:]
 
 
@@ -222,11 +225,11 @@ def _packed_attention(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     itself); and positions restarting at each segment's first token."""
     T = segments.shape[1]
     same = segments[:, :, None] == segments[:, None, :]
-    allowed = same & torch.ones(T, T, dtype=torch.bool).tril()
-    mask = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    allowed = same & torch.ones(T, T, dtype=torch.bool, device=segments.device).tril()
+    mask = torch.zeros(allowed.shape, dtype=torch.float32, device=segments.device).masked_fill(~allowed, torch.finfo(torch.float32).min)
     starts = torch.ones_like(segments, dtype=torch.bool)
     starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
-    index = torch.arange(T).expand_as(segments)
+    index = torch.arange(T, device=segments.device).expand_as(segments)
     first = torch.cummax(torch.where(starts, index, torch.zeros_like(index)), dim=1).values
     return mask[:, None], index - first
 

@@ -22,6 +22,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel
 
 from agentic_rl.models.chat_template import install_chat_template
+from agentic_rl.models.device import resolve_device
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Bump when the cache layout changes so stale caches are rebuilt instead of half-read.
@@ -123,14 +124,16 @@ def load_tokenizer(name: str):
     return tokenizer
 
 
-def load_model(name: str, seed: int = 0):
-    """(model, tokenizer) in fp32, eval mode. Mixed precision is applied by autocast, not by casting."""
+def load_model(name: str, seed: int = 0, device: str | torch.device = "auto"):
+    """(model, tokenizer) in fp32, eval mode, on `device` (`models/device.py`: "auto" = CUDA when
+    present). Mixed precision is applied by autocast, not by casting."""
     tokenizer = load_tokenizer(name)
     if name == "tiny":
         model = tiny_model(tokenizer, seed=seed)
     else:
         model = AutoModelForCausalLM.from_pretrained(resolve_source(name), dtype=torch.float32)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.to(resolve_device(device) if isinstance(device, str) else device)
     model.eval()
     return model, tokenizer
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from agentic_rl.models.device import device_of
 from agentic_rl.models.precision import inference_dtype
 
 GB = 1024**3
@@ -76,7 +77,7 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
     rows = groups * shape.group_size
     generated = rows * shape.max_episode_tokens  # the tokens turned into logits
     body = generated + rows * OBSERVATION_TOKENS * (shape.max_turns - 1)
-    dtype = inference_dtype(shape.precision)  # the sampler's and autocast's
+    dtype = inference_dtype(shape.precision, device_of(model))  # the sampler's and autocast's
     parts = {
         "weights": 4 * P,
         "gradients": 4 * P_t,
@@ -104,8 +105,11 @@ def vocab_bytes(shape: RLShape) -> int:
     return 12 if shape.full_vocab else 4
 
 
-def available_bytes() -> float | None:
-    """MemAvailable from /proc/meminfo (Linux), or None where unknown."""
+def available_bytes(device: torch.device | None = None) -> float | None:
+    """Free memory of the model's CUDA device, or MemAvailable from /proc/meminfo (Linux) for the
+    host; None where unknown."""
+    if device is not None and device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -127,7 +131,7 @@ def check_memory(model, shape: RLShape, prompt_tokens: int = 512, available: flo
     (unless not `enforce`: model.memory_check false)."""
     parts = estimate_rl_bytes(model, shape, prompt_tokens)
     total = sum(parts.values())
-    available = available_bytes() if available is None else available
+    available = available_bytes(device_of(model)) if available is None else available
     report = {f"mem_{k}_gb": round(v / GB, 3) for k, v in parts.items() if v}
     report["mem_estimate_gb"] = round(total / GB, 3)
     if available is not None:

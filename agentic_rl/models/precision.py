@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 
@@ -60,25 +61,31 @@ def cpu_bf16_speedup() -> float:
     return _seconds(torch.float32) / _seconds(torch.bfloat16)
 
 
-def _auto() -> torch.dtype:
-    if torch.cuda.is_available():
+def _auto(device: torch.device) -> torch.dtype:
+    """bf16 on a CUDA device that supports it, on a CPU where it is measured faster; fp32 elsewhere."""
+    if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
-    return torch.bfloat16 if cpu_bf16_speedup() >= BF16_MIN_SPEEDUP else torch.float32
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_bf16_speedup() >= BF16_MIN_SPEEDUP else torch.float32
+    return torch.float32
 
 
-# model.precision -> the dtype it resolves to on this machine
-PRECISIONS: Registry[Callable[[], torch.dtype]] = Registry("precision")
+# model.precision -> the dtype it resolves to on a device of this machine
+PRECISIONS: Registry[Callable[[torch.device], torch.dtype]] = Registry("precision")
 PRECISIONS.register("auto")(_auto)
-PRECISIONS.register("bf16")(lambda: torch.bfloat16)
-PRECISIONS.register("fp32")(lambda: torch.float32)
+PRECISIONS.register("bf16")(lambda device: torch.bfloat16)
+PRECISIONS.register("fp32")(lambda device: torch.float32)
 
 
-def inference_dtype(precision: str) -> torch.dtype:
-    """precision: a name in PRECISIONS ("auto" | "bf16" | "fp32")."""
-    return PRECISIONS.get(precision)()
+def inference_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """precision: a name in PRECISIONS ("auto" | "bf16" | "fp32"), resolved for the model's device."""
+    return PRECISIONS.get(precision)(torch.device(device))
 
 
-def autocast(precision: str, device: str = "cpu"):
-    """The autocast context the trainer runs forward passes in (fp32 weights, bf16 matmuls)."""
-    dtype = inference_dtype(precision)
-    return torch.autocast(device, dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
+def autocast(precision: str, device: torch.device):
+    """The autocast context the trainer runs forward passes in on the model's device (fp32 weights,
+    bf16 matmuls); no context at all when the precision is fp32."""
+    device = torch.device(device)
+    if inference_dtype(precision, device) != torch.bfloat16:
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)

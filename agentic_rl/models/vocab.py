@@ -69,6 +69,7 @@ def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: 
     targets (N,). The projection runs in autocast's dtype when autocast is on (as `nn.Linear` would),
     the softmax in fp32."""
     device = hidden.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    if not (torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)):
+        return _TokenLogprobs.apply(hidden, weight, targets, temperature, weight.dtype)
     with torch.autocast(device, enabled=False):
-        return _TokenLogprobs.apply(hidden, weight, targets, temperature, dtype)
+        return _TokenLogprobs.apply(hidden, weight, targets, temperature, torch.get_autocast_dtype(device))

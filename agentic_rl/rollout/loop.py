@@ -96,12 +96,16 @@ def rollout(
             ep.fed = obs_ids
         return obs_ids
 
+    def on_error(i: int, why: str) -> None:
+        """The engine could not sample this episode's next action: the machine's failure."""
+        episodes[i].infra_failure, episodes[i].error = "engine", why
+
     room = lambda i: budget.max_episode_tokens - episodes[i].generated  # noqa: E731
     cap = budget.max_concurrent or len(episodes)
     for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
         live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
         if live:
-            engine.session(seed + lo).run(live, params, on_stop, max_new=room)
+            engine.session(seed + lo).run(live, params, on_stop, max_new=room, on_error=on_error)
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)

@@ -1,6 +1,9 @@
 """Training rows from trajectories: a micro-batch's (B, T) tensors, SFT packing, and the mapping
 between a trajectory's own token positions and its row in a batch.
 
+Batches are built on the host and moved to the model's device by the caller (`Batch.to`); what
+belongs to one trajectory (its advantages, its proximal logprobs, its values) lives on the host.
+
 A GRPO micro-batch's rows share their prompt: `make_batch` cuts the longest common never-trained
 prefix (`models/forward.py`'s `common_prefix_len`) into `Batch.prefix_ids`, which the forward pass
 runs once; the rest of each row is right-padded.
@@ -86,13 +89,14 @@ def batch_layout(rows: Sequence[torch.Tensor], batch: Batch) -> torch.Tensor:
     out = torch.zeros(batch.input_ids.shape)
     for i, row in enumerate(rows):
         out[i, : len(row) - p] = row[p:].float()
-    return out
+    return out.to(batch.input_ids.device)
 
 
 def trajectory_rows(x_BT: torch.Tensor, batch, group: TrajectoryGroup) -> list[torch.Tensor]:
     """The inverse of `batch_layout`: a batch-layout tensor back to one row per trajectory, aligned
-    with its `token_ids()` (0 on the prefix the batch shares)."""
+    with its `token_ids()` (0 on the prefix the batch shares), on the host."""
     p = len(batch.prefix_ids)
+    x_BT = x_BT.cpu()
     rows = []
     for i, t in enumerate(group.trajectories):
         row = torch.zeros(len(t.token_ids()))

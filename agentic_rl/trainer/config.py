@@ -30,7 +30,8 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = "smollm2"  # "smollm2" (packaged), "tiny", a local HF directory or a hub id
-    precision: str = "auto"  # auto | bf16 | fp32: auto = bf16 where a start-up product measures it faster
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (any torch device): auto = the first CUDA device when present
+    precision: str = "auto"  # auto | bf16 | fp32: auto = bf16 on CUDA, and on a CPU where a start-up product measures it faster
     lora_rank: int = 0  # 0 = full fine-tune
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = torch's default
@@ -53,6 +54,14 @@ class RolloutConfig:
     max_episode_tokens: int = 256  # generated tokens per episode
     step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
+    # after every weight sync the sampler's logprobs of a fixed sequence are checked against the
+    # trainer's (engines/probe.py): the mean gap a token allowed; 0 = by the sampler's dtype
+    # (1e-3 fp32, 0.1 bf16); < 0 = no check
+    sync_probe_tol: float = 0.0
+    # the policy's sampler (docs/engines): "embedded" (in this process), "managed" (an `agentic-rl serve`
+    # this run starts and stops), or the URL of a served one (http://host:port: ours or vLLM)
+    engine: str = "embedded"
+    engine_timeout_s: float = 120.0  # a served engine's request timeout
 
 
 @dataclass(frozen=True)

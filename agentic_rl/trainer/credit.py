@@ -16,6 +16,7 @@ import torch
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, AdvantageInputs
 from agentic_rl.algorithms.dapo import overlong_penalty
 from agentic_rl.algorithms.kl import KL_MODES, kl_penalty_rewards
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import policy_forward, token_logprobs
 from agentic_rl.models.lora import reference_context
 from agentic_rl.models.precision import autocast
@@ -64,8 +65,8 @@ def kl_token_rewards(scorer: Scorer, groups: Sequence[TrajectoryGroup], alg: Alg
     ref = scorer.reference if scorer.reference is not None else scorer.policy
     out = []
     for group in groups:
-        batch = make_batch(group.trajectories, scorer.pad_id)
-        with autocast(scorer.precision), reference_context(ref):
+        batch = make_batch(group.trajectories, scorer.pad_id).to(device_of(ref))
+        with autocast(scorer.precision, batch.input_ids.device), reference_context(ref):
             ref_lp, _ = token_logprobs(ref, batch, scorer.temperature)
         r = kl_penalty_rewards(batch.sampler_logprobs, ref_lp, batch.loss_mask, alg.kl_coef, alg.kl_estimator)
         out += trajectory_rows(r, batch, group)
@@ -79,8 +80,8 @@ def critic_values(scorer: Scorer, groups: Sequence[TrajectoryGroup]) -> list[tor
     critic = scorer.critic
     out = []
     for group in groups:
-        batch = make_batch(group.trajectories, scorer.pad_id)
-        with autocast(scorer.precision):
+        batch = make_batch(group.trajectories, scorer.pad_id).to(device_of(scorer.policy))
+        with autocast(scorer.precision, batch.input_ids.device):
             values = (policy_forward(scorer.policy, batch, scorer.temperature, value_head=critic.head).values
                       if critic.shared else critic.values(batch))
         out += trajectory_rows(values, batch, group)

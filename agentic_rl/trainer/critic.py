@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from agentic_rl.algorithms.value import ValueHead
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import hidden_states
 from agentic_rl.registry import Registry
 from agentic_rl.types import Batch
@@ -40,7 +41,7 @@ class Critic(nn.Module):
             raise ValueError("a shared value head is evaluated inside the policy forward")
         hidden = hidden_states(self.backbone, batch)
         sel = batch.loss_mask.bool()
-        return torch.zeros(batch.loss_mask.shape).masked_scatter(sel, self.head(hidden[sel]).float())
+        return torch.zeros(batch.loss_mask.shape, device=sel.device).masked_scatter(sel, self.head(hidden[sel]).float())
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -84,5 +85,6 @@ def _critic_model(policy, tokenizer, critic_model: str = "") -> Critic:
 
 
 def make_critic(kind: str, policy, tokenizer, critic_model: str = "") -> Critic | None:
-    """The critic named by `kind` (a CRITICS name)."""
-    return CRITICS.get(kind)(policy, tokenizer, critic_model)
+    """The critic named by `kind` (a CRITICS name), on the policy's device."""
+    critic = CRITICS.get(kind)(policy, tokenizer, critic_model)
+    return None if critic is None else critic.to(device_of(policy))

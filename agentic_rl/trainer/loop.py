@@ -18,6 +18,8 @@ import torch
 import yaml
 
 from agentic_rl.engines.hf import HFEngine
+from agentic_rl.engines.managed import close_engine, served_engine
+from agentic_rl.engines.probe import checked_sync
 from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
@@ -29,7 +31,7 @@ from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
-from agentic_rl.trainer.rl_loop import run_rl
+from agentic_rl.trainer.rl_loop import run_rl, sync_probe
 from agentic_rl.trainer.sft import run_sft
 from agentic_rl.trainer.state import Progress, StateStore, restore_rng
 
@@ -52,8 +54,17 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         _restore(model, saved)
     logger = MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
     logger.global_step = progress.logger_step
-    run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg.model.precision, progress.engine_version),
+    run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg, progress.engine_version),
               logger, store, progress)
+    try:
+        return _stages(run, saved)
+    finally:
+        close_engine(run.engine)
+
+
+def _stages(run: Run, saved) -> dict:
+    """Baselines, SFT, RL and the held-out evaluations, each skipped when a resumed run has it."""
+    cfg, tokenizer, spec, logger, store, progress = run.cfg, run.tokenizer, run.spec, run.logger, run.store, run.progress
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
         run.held_out("base_zero_shot")
@@ -61,7 +72,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         run.done("baselines", weights=False)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
         losses = run.timed("sft", lambda: run_sft(run.model, tokenizer, spec, cfg, logger, store, progress, saved))
-        run.engine.sync_weights()
+        checked_sync(run.engine, run.model, sync_probe(run.engine, tokenizer, cfg))
         save_checkpoint(run.model, tokenizer, cfg.run_dir / "checkpoints" / "sft")
         episodes: dict = {}
         run.held_out("sft", episodes=episodes)
@@ -71,7 +82,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     if cfg.rl.steps and "rl" not in progress.stages:
         if not progress.rl_adapter and is_lora(run.model):  # the KL reference (adapters off) becomes the SFT model
             run.model, progress.rl_adapter = _rl_shape(run.model, cfg.model), True
-            run.engine = _engine(run.model, tokenizer, cfg.model.precision, run.engine.version)
+            run.engine = _engine(run.model, tokenizer, cfg, run.engine.version, run.engine)
         run.timed("rl", lambda: run_rl(run.model, tokenizer, run.engine, spec, cfg, logger, store, progress, saved))
         progress.stages.append("rl")
     if cfg.rl.steps:
@@ -95,7 +106,7 @@ def prepare(cfg: Config):
     seed_everything(cfg.seed)
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
-    model, tokenizer = load_model(cfg.model.name, seed=cfg.seed)
+    model, tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
     if cfg.model.gradient_checkpointing:
         enable_gradient_checkpointing(model)
     if cfg.model.lora_rank:
@@ -138,8 +149,15 @@ class Run:
         self.store.save(stage, self.progress, self.model if weights else None, config=self.cfg)
 
 
-def _engine(model, tokenizer, precision: str, version: int) -> HFEngine:
-    engine = HFEngine(model, tokenizer, precision)
+def _engine(model, tokenizer, cfg: Config, version: int, current=None):
+    """The policy's sampler `rollout.engine` names, serving `model` (`current`: the one it replaces,
+    which a served engine keeps, pointed at the new model)."""
+    if cfg.rollout.engine != "embedded":
+        if current is not None:
+            current.model = model
+            return current
+        return served_engine(model, tokenizer, cfg)
+    engine = HFEngine(model, tokenizer, cfg.model.precision)
     engine.version = version
     return engine
 

@@ -82,8 +82,8 @@ class DistillTerm:
         teacher_NV = self.teachers.logprobs(mb.task, mb.batch, self.precision, self.temperature)
         sel = mb.batch.loss_mask.bool()
         d = self.loss(out.full, teacher_NV, mb.batch.input_ids[sel], self.topk)
-        per_token = torch.zeros(sel.shape, dtype=d.loss_N.dtype).masked_scatter(sel, d.loss_N)
-        kl = float((torch.zeros(sel.shape).masked_scatter(sel, d.kl_N.float()) * mb.mask).sum())
+        per_token = torch.zeros(sel.shape, dtype=d.loss_N.dtype, device=sel.device).masked_scatter(sel, d.loss_N)
+        kl = float((torch.zeros(sel.shape, device=sel.device).masked_scatter(sel, d.kl_N.float()) * mb.mask).sum())
         return self.coef * self.aggregate(per_token, mb.mask, norm), UpdateStats(opd_kl=kl)
 
 
@@ -113,7 +113,7 @@ class KLTerm:
     temperature: float
 
     def __call__(self, out: PolicyOutputs, mb: MicroBatch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
-        with torch.no_grad(), autocast(self.precision), reference_context(self.reference):
+        with torch.no_grad(), autocast(self.precision, mb.mask.device), reference_context(self.reference):
             ref_lp, _ = token_logprobs(self.reference, mb.batch, self.temperature)
         kl = self.estimator(out.logprobs, ref_lp)
         return self.coef * self.aggregate(kl, mb.mask, norm), UpdateStats(kl=float((kl.detach() * mb.mask).sum()))
@@ -138,7 +138,7 @@ class ValueTerm:
         if self.critic.shared:
             values = out.values
         else:
-            with autocast(self.precision):
+            with autocast(self.precision, mb.mask.device):
                 values = self.critic.values(mb.batch)
         v = value_loss(values, mb.old_values, mb.returns, mb.mask, self.value_clip)
         vl = self.aggregate(v.per_token_loss_BT, mb.mask, norm)

@@ -16,8 +16,10 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mixed_tasks
+from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.device import device_of
 from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
@@ -99,15 +101,22 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     optimizer = _optimizer(model, critic, rl.optim.lr, rl.critic.lr)
     reference = _reference(model) if rl.algorithm.kl_coef > 0 and not is_lora(model) else None
     monitor, remedies = CollapseMonitor(window=rl.collapse.window), Remedies(optimizer, model)
-    teachers = load_teachers(cfg.distill, tokenizer)
+    teachers = load_teachers(cfg.distill, tokenizer, device_of(model))
     h = cfg.hindsight
     hindsight = None if h.coef <= 0 else hindsight_options(
         h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)
     run = RLRun(cfg, model, tokenizer, engine, spec, episodes(spec, cfg.env.options, cfg.rollout), sampler, optimizer,
                 build_loss(cfg, model, reference, critic, teachers),
                 Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
-                logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision))
+                logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
+                sync_probe(engine, tokenizer, cfg))
     return run, monitor, remedies
+
+
+def sync_probe(engine, tokenizer, cfg: Config) -> SyncProbe | None:
+    """The check of every weight sync (`engines/probe.py`), unless the recipe turns it off."""
+    tol = cfg.rollout.sync_probe_tol
+    return None if tol < 0 else SyncProbe.build(engine, tokenizer, cfg.model.precision, tol)
 
 
 def _optimizer(model, critic, lr: float, critic_lr: float):
@@ -154,7 +163,7 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
         return run.cfg
     cfg, events, weights_changed = remedies.apply(actions, run.cfg)
     if weights_changed:
-        run.engine.sync_weights()
+        checked_sync(run.engine, run.model, run.probe)
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})
     return cfg

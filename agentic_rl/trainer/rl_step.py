@@ -20,6 +20,7 @@ import torch
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.algorithms.filters import keep_top_spread
 from agentic_rl.data.curriculum import TaskSampler
+from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.memory import peak_rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
@@ -66,6 +67,7 @@ class RLRun:
     teachers: Teachers | None = None  # on-policy distillation
     hindsight: HindsightOptions | None = None  # None: no hindsight corrections
     hindsight_engine: object = None  # the engine that writes corrections; None = the policy's own
+    probe: SyncProbe | None = None  # checks every weight sync (`engines/probe.py`); None = unchecked
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -100,8 +102,10 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     batch = UpdateBatch(RolloutBatch(tuple(groups), version), credit, fixes.corrections if fixes else ())
     update_row = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
                            run.scorer.critic)
-    # 7. the sampler gets the new weights
-    version = run.engine.sync_weights()
+    # 7. the sampler gets the new weights, checked by the probe
+    version, gap = checked_sync(run.engine, run.model, run.probe)
+    if gap is not None:
+        update_row = {**update_row, "sync_probe_gap": gap}
     # 8. log
     trajs = [t for g in groups for t in g.trajectories]
     k = cfg.log.trajectories_per_step

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from agentic_rl.data.curriculum import MIX_STRETCH, mixed_tasks
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import token_logprobs
 from agentic_rl.models.precision import autocast
 from agentic_rl.monitor.logger import MetricsLogger
@@ -33,12 +34,13 @@ def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, p
     holds trajectories, or packed rows (lists of trajectories sharing a row)."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    batches = [make_packed_batch(mb, pad_id) if isinstance(mb[0], list) else make_batch(mb, pad_id)
+    device = device_of(model)
+    batches = [(make_packed_batch(mb, pad_id) if isinstance(mb[0], list) else make_batch(mb, pad_id)).to(device)
                for mb in micro_batches]
     tokens = sum(float(b.loss_mask.sum()) for b in batches)
     total = 0.0
     for batch in batches:
-        with autocast(precision):
+        with autocast(precision, device):
             logp, _ = token_logprobs(model, batch)
         loss = -(logp * batch.loss_mask).sum() / max(tokens, 1.0)
         loss.backward()
@@ -54,8 +56,8 @@ def sft_loss(model, trajectories: Sequence[Trajectory], pad_id: int, precision: 
     """Token-mean NLL of the action tokens (the held-out loss)."""
     nll, tokens = 0.0, 0.0
     for k in range(0, len(trajectories), batch_size):
-        batch = make_batch(trajectories[k : k + batch_size], pad_id)
-        with autocast(precision):
+        batch = make_batch(trajectories[k : k + batch_size], pad_id).to(device_of(model))
+        with autocast(precision, batch.input_ids.device):
             logp, _ = token_logprobs(model, batch)
         nll -= float((logp * batch.loss_mask).sum())
         tokens += float(batch.loss_mask.sum())

@@ -58,16 +58,16 @@ class Teachers:
         for i in picked:  # one teacher at a time: only one set of activations alive
             teacher = self.models[i]
             model = teacher.activate() if isinstance(teacher, AdapterTeacher) else teacher
-            with autocast(precision):
+            with autocast(precision, batch.input_ids.device):
                 lps.append(policy_forward(model, batch, temperature, full=True).full)
         return merge_teachers(lps, [self.weights[i] for i in picked], self.merge)
 
 
-def _frozen(name: str, tokenizer, key: str, why: str):
+def _frozen(name: str, tokenizer, key: str, why: str, device: torch.device):
     from agentic_rl.models.loader import load_model
 
     try:
-        model, teacher_tokenizer = load_model(name)
+        model, teacher_tokenizer = load_model(name, device=device)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{key}: {e}".replace("model.name: ", "")) from None
     if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
@@ -87,7 +87,7 @@ def adapter_base(path: str) -> str | None:
     return base
 
 
-def _load_all(names: list[str], tokenizer, why: str) -> list:
+def _load_all(names: list[str], tokenizer, why: str, device: torch.device) -> list:
     """Full models load alone; adapters load onto one shared frozen copy of their base each."""
     from peft import PeftModel
 
@@ -96,11 +96,11 @@ def _load_all(names: list[str], tokenizer, why: str) -> list:
     for i, name in enumerate(names):
         base = adapter_base(name)
         if base is None:
-            models.append(_frozen(name, tokenizer, "distill.teachers", why))
+            models.append(_frozen(name, tokenizer, "distill.teachers", why, device))
             continue
         adapter = f"teacher{i}"
         if base not in shared:
-            shared[base] = PeftModel.from_pretrained(_frozen(base, tokenizer, "distill.teachers (adapter base)", why),
+            shared[base] = PeftModel.from_pretrained(_frozen(base, tokenizer, "distill.teachers (adapter base)", why, device),
                                                      name, adapter_name=adapter)
         else:
             shared[base].load_adapter(name, adapter_name=adapter)
@@ -109,20 +109,21 @@ def _load_all(names: list[str], tokenizer, why: str) -> list:
     return models
 
 
-def load_teachers(d: DistillConfig, tokenizer) -> Teachers | None:
+def load_teachers(d: DistillConfig, tokenizer, device: torch.device) -> Teachers | None:
+    """The on-policy distillation teachers, frozen, on the student's `device`."""
     if not d.teachers:
         return None
     why = "on-policy distillation compares distributions over the same token ids"
-    models = _load_all(list(d.teachers), tokenizer, why)
+    models = _load_all(list(d.teachers), tokenizer, why, device)
     weights = list(d.weights) or [1.0] * len(models)
     return Teachers(models, weights, d.merge, d.route_key, d.routes)
 
 
-def hindsight_teacher(h: HindsightConfig, tokenizer, precision: str):
-    """The engine that writes hindsight corrections, when it is not the policy itself."""
+def hindsight_teacher(h: HindsightConfig, tokenizer, precision: str, device: torch.device):
+    """The engine that writes hindsight corrections, when it is not the policy itself (on `device`)."""
     if not (h.coef > 0 and h.teacher) or h.teacher == DEMONSTRATION_TEACHER:
         return None
     from agentic_rl.engines.hf import HFEngine
 
     why = "its corrections are trained on as the student's own tokens"
-    return HFEngine(_frozen(h.teacher, tokenizer, "hindsight.teacher", why), tokenizer, precision)
+    return HFEngine(_frozen(h.teacher, tokenizer, "hindsight.teacher", why, device), tokenizer, precision)

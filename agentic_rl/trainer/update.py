@@ -30,6 +30,7 @@ import torch
 
 from agentic_rl.algorithms.correction import Correction, correct, mismatch
 from agentic_rl.algorithms.dapo import mask_truncated
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import SharedPrompt, common_prefix_len, policy_forward, shared_prompt
 from agentic_rl.models.precision import autocast
 from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_rows
@@ -125,8 +126,8 @@ class Step:
 @torch.no_grad()
 def _with_proximal(model, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
     """`w` with the trainer's logprobs of its trajectories under the weights before the update."""
-    batch = make_batch(w.group.trajectories, pad_id)
-    with autocast(loss.precision):
+    batch = make_batch(w.group.trajectories, pad_id).to(device_of(model))
+    with autocast(loss.precision, batch.input_ids.device):
         logprobs = policy_forward(model, batch, loss.temperature).logprobs
     return replace(w, proximal=trajectory_rows(logprobs, batch, w.group))
 
@@ -141,7 +142,7 @@ def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, opt
     optimizer.zero_grad(set_to_none=True)
     micros = split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
     micro_rows = [[t for w in micro for t in w.group.trajectories] for micro in micros]
-    with autocast(loss.precision):  # the system prompt, forwarded once for every micro-batch
+    with autocast(loss.precision, device_of(model)):  # the system prompt, forwarded once for every micro-batch
         shared = shared_prompt(model, micro_rows + ([list(corrections)] if corrections else []))
     for micro, rows in zip(micros, micro_rows):
         value, micro_stats = _micro_loss(model, micro, rows, loss, norm, pad_id, step, shared)
@@ -166,11 +167,11 @@ def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, opt
 def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss, norm: float, pad_id: int,
                 step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
     """One forward pass of the micro-batch's rows, and the sum of the loss terms on it."""
-    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages])
+    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages]).to(device_of(model))
     mask = batch.loss_mask
     if loss.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
-        mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows]))
-    with autocast(loss.precision):
+        mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows], device=mask.device))
+    with autocast(loss.precision, mask.device):
         out = policy_forward(model, batch, loss.temperature, shared=shared, **loss.forward_needs())
     proximal = (out.logprobs.detach() if step.on_policy
                 else batch_layout([p for w in micro for p in w.proximal], batch) * batch.loss_mask)
@@ -188,7 +189,7 @@ def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], l
         value, term_stats = term(out, mb, norm)
         total = value if total is None else total + value
         stats.add(term_stats)
-    return (total if total is not None else torch.zeros(())), stats
+    return (total if total is not None else torch.zeros((), device=mask.device)), stats
 
 
 def _token_stats(out, mb: MicroBatch) -> UpdateStats:
@@ -222,8 +223,8 @@ def _correction_stats(mb: MicroBatch, c: Correction) -> UpdateStats:
 def _hindsight_backward(model, corrections: Sequence[Trajectory], loss: Loss, pad_id: int,
                         shared: SharedPrompt | None) -> UpdateStats:
     """The hindsight term on the corrections, into the same gradient as the RL loss."""
-    batch = make_batch(corrections, pad_id)
-    with autocast(loss.precision):
+    batch = make_batch(corrections, pad_id).to(device_of(model))
+    with autocast(loss.precision, batch.input_ids.device):
         out = policy_forward(model, batch, shared=shared)
     value, stats = loss.hindsight(out, batch, batch.loss_mask.sum().clamp(min=1.0))
     value.backward()

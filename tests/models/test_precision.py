@@ -8,6 +8,8 @@ import torch
 
 from agentic_rl.models import precision
 
+CPU = torch.device("cpu")
+
 
 @pytest.fixture
 def speedup(monkeypatch):
@@ -26,18 +28,30 @@ def speedup(monkeypatch):
 ])
 def test_auto_takes_bf16_only_when_measured_clearly_faster(speedup, measured, want):
     speedup(measured)
-    assert precision.inference_dtype("auto") == want
-    assert precision.autocast("auto").fast_dtype == torch.bfloat16
-    assert precision.autocast("auto")._enabled == (want == torch.bfloat16)
+    assert precision.inference_dtype("auto", CPU) == want
+    context = precision.autocast("auto", CPU)
+    assert isinstance(context, torch.autocast) == (want == torch.bfloat16)
+    if want == torch.bfloat16:
+        assert context.fast_dtype == torch.bfloat16 and context.device == "cpu"
 
 
 def test_explicit_precision_is_never_overridden(speedup):
     speedup(0.5)
-    assert precision.inference_dtype("bf16") == torch.bfloat16
+    assert precision.inference_dtype("bf16", CPU) == torch.bfloat16
     speedup(5.0)
-    assert precision.inference_dtype("fp32") == torch.float32
+    assert precision.inference_dtype("fp32", CPU) == torch.float32
     with pytest.raises(KeyError, match="unknown precision"):
-        precision.inference_dtype("fp16")
+        precision.inference_dtype("fp16", CPU)
+
+
+def test_auto_follows_the_device(monkeypatch):
+    # CUDA: bf16 where the device supports it, without a probe; a device of another kind: fp32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert precision.inference_dtype("auto", torch.device("cuda", 0)) == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert precision.inference_dtype("auto", torch.device("cuda", 0)) == torch.float32
+    assert precision.inference_dtype("auto", torch.device("meta")) == torch.float32
+    assert precision.autocast("bf16", torch.device("cuda", 0)).device == "cuda"
 
 
 def test_the_probe_measures_both_dtypes():

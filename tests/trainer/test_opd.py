@@ -111,10 +111,10 @@ def test_a_teacher_with_another_tokenizer_is_refused(tmp_path, tokenizer, monkey
 
     other = type(tokenizer).from_pretrained(loader.smollm2_dir())
     other.add_tokens(["<extra-token>"])
-    monkeypatch.setattr(loader, "load_model", lambda name: (tiny_model(tokenizer, seed=1), other))
+    monkeypatch.setattr(loader, "load_model", lambda name, device: (tiny_model(tokenizer, seed=1), other))
     cfg = load_config(None, ["distill.teachers=[x]"])
     with pytest.raises(ValueError, match="does not share the student's tokenizer"):
-        load_teachers(cfg.distill, tokenizer)
+        load_teachers(cfg.distill, tokenizer, torch.device("cpu"))
 
 
 def test_the_tiny_recipe_runs_opd(tmp_path, tokenizer):
@@ -157,7 +157,7 @@ def test_adapter_teachers_share_one_base_and_score_as_their_merged_models(tmp_pa
     merged = [_adapter(base_dir, tmp_path / f"adapter{i}", seed=i) for i in range(2)]
     cfg = load_config(None, ["model.precision=fp32",  # the reference below runs in fp32 too
                              f"distill.teachers=[{tmp_path / 'adapter0'}, {tmp_path / 'adapter1'}]"])
-    teachers = load_teachers(cfg.distill, tokenizer)
+    teachers = load_teachers(cfg.distill, tokenizer, torch.device("cpu"))
     assert teachers.models[0].shared is teachers.models[1].shared
     assert not any(p.requires_grad for p in teachers.models[0].shared.parameters())
     batch = make_batch(make_group(0, [0.0], torch.Generator().manual_seed(0)).trajectories, 0)

@@ -74,7 +74,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     collapsed = engine.score(ids)
     monitor = CollapseMonitor()
     monkeypatch.setattr(monitor, "update", lambda record: {"event": "collapse_warning", "evidence": {}})
-    run = SimpleNamespace(cfg=cfg, engine=engine)
+    run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None)
     record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0)
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
     restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()

@@ -57,7 +57,7 @@ def test_packing_does_not_leak_attention_across_conversations(tiny, tokenizer, m
     trajs.append(make_group(1, [1.0], torch.Generator().manual_seed(4)).trajectories[0])
     rows = pack(trajs, max_tokens=60)  # each is 29 tokens: two per row
     assert [len(r) for r in rows] == [2, 2]
-    with torch.no_grad(), autocast(precision):
+    with torch.no_grad(), autocast(precision, tiny.device):
         packed, _ = token_logprobs(tiny, make_packed_batch(rows, tokenizer.pad_token_id))
         for i, row in enumerate(rows):
             at = 0

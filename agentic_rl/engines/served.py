@@ -1,0 +1,184 @@
+"""The served engine: the policy's sampler behind an OpenAI-compatible HTTP server (`agentic-rl
+serve`, or vLLM), spoken to in token ids.
+
+Each action is one `/v1/completions` request whose prompt is the episode's whole token prefix so
+far (the prompt, every action, every observation: the server's prefix cache does the reuse), with
+`return_token_ids` and `logprobs`: the trajectory keeps exactly the ids the server sampled and
+their logprobs, never text we re-tokenize. Actions stop on the protocol's end-of-call text as the
+embedded engine's do (`stop` with the stop string kept in the output). Every episode of a rollout
+is a task on one event loop, so up to `max_in_flight` requests are in flight at once.
+
+A request that fails — the server down, a timeout, an error status, a malformed answer — is retried
+once; then the episode ends as an infrastructure failure (`faults.py` kind `engine`), and the rest
+of the rollout goes on.
+
+Weights: `sync_weights()` saves the trainer's policy (`checkpoint.save_checkpoint`, to a directory
+the server can read) and posts it to `/v1/load_weights`, which answers the new version; `score(ids)`
+asks for `prompt_logprobs`, which is what the weight-sync probe (`probe.py`) compares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.faults import InfrastructureError
+
+
+class EngineError(InfrastructureError):
+    """The served engine could not answer a request (after its retry)."""
+
+    kind = "engine"
+
+
+class ServedEngine:
+    def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, max_in_flight: int = 64,
+                 weights_dir: str | None = None):
+        self.url = url.rstrip("/")
+        self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
+        self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
+        self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="agentic-rl-weights-"))
+        health = self._get("/health")  # ours says its version and dtype; vLLM's answers an empty 200
+        self.version = int(health.get("version", 0))
+        # what the server computes in (the probe's tolerance follows it); bf16 when it does not say (vLLM)
+        self.dtype = getattr(torch, str(health.get("dtype", "bfloat16")), torch.bfloat16)
+
+    # ------------------------------------------------------------------ weights
+    def sync_weights(self) -> int:
+        from agentic_rl.trainer.checkpoint import save_checkpoint
+
+        path = save_checkpoint(self.model, self.tokenizer, self.weights_dir / "policy")
+        self.version = self._post("/v1/load_weights", {"path": str(path)})["version"]
+        return self.version
+
+    def score(self, ids: Sequence[int]) -> torch.Tensor:
+        """(T - 1,) the server's log p(ids[t] | ids[:t]) at temperature 1."""
+        body = {"prompt": list(ids), "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
+        entries = self._post("/v1/completions", body)["choices"][0]["prompt_logprobs"]
+        return torch.tensor([e[str(t)]["logprob"] for t, e in zip(ids[1:], entries[1:])])
+
+    def session(self, seed: int = 0) -> ServedSession:
+        return ServedSession(self, seed)
+
+    # ------------------------------------------------------------------ http
+    def _get(self, path: str) -> dict:
+        import httpx
+
+        try:
+            r = httpx.get(self.url + path, timeout=self.timeout_s)
+            r.raise_for_status()
+            return r.json() if r.content else {}
+        except (httpx.HTTPError, ValueError) as e:
+            raise EngineError(f"the served engine at {self.url} did not answer {path}: {e}") from None
+
+    def _post(self, path: str, body: dict) -> dict:
+        import httpx
+
+        try:
+            r = httpx.post(self.url + path, json=body, timeout=self.timeout_s)
+            r.raise_for_status()
+            return r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise EngineError(f"the served engine at {self.url} failed {path}: {e}") from None
+
+
+OnStop = Callable[[int, Sample], Sequence[int] | None]
+OnError = Callable[[int, str], None]
+
+
+class ServedSession:
+    """The rows' requests run concurrently on an event loop of their own thread; this thread takes
+    each finished action in turn and calls `on_stop` (the env steps here, on the caller's thread,
+    where its deadline and its own event loop work), then sends the row's next request."""
+
+    def __init__(self, engine: ServedEngine, seed: int):
+        self.engine, self.seed = engine, seed
+
+    def run(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams, on_stop: OnStop,
+            max_new: Callable[[int], int] | None = None, on_error: OnError | None = None) -> None:
+        """Every row's episode to its end. A row whose request fails twice ends there:
+        `on_error(row, why)` (without it, the error is raised)."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="agentic-rl-served", daemon=True)
+        thread.start()
+        client = asyncio.run_coroutine_threadsafe(self._client(), loop).result()
+        done: queue.Queue = queue.Queue()
+        errors: dict[int, str] = {}
+        out = [0]  # requests sent and not yet taken back
+
+        def send(row: int, ids: list[int]) -> None:
+            limit = min(params.max_new_tokens, max_new(row)) if max_new else params.max_new_tokens
+            body = {"prompt": ids, "max_tokens": max(limit, 1), "temperature": params.temperature,
+                    "top_p": params.top_p, "stop": list(params.stop_strings), "include_stop_str_in_output": True,
+                    "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False}
+            future = asyncio.run_coroutine_threadsafe(self._complete(client, body), loop)
+            future.add_done_callback(lambda f: done.put((row, ids, f)))
+            out[0] += 1
+
+        try:
+            for row, ids in prompts.items():
+                send(row, list(ids))
+            while out[0]:
+                row, ids, future = done.get()
+                out[0] -= 1
+                result = future.result()
+                if isinstance(result, str):
+                    errors[row] = result
+                    continue
+                nxt = on_stop(row, result)
+                if nxt is not None:
+                    send(row, [*ids, *result.ids, *nxt])
+        finally:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+        for row, why in errors.items():
+            if on_error is None:
+                raise EngineError(why)
+            on_error(row, why)
+
+    def generate(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams) -> dict[int, Sample]:
+        out: dict[int, Sample] = {}
+        self.run(prompts, params, lambda row, sample: out.__setitem__(row, sample))
+        return out
+
+    async def _client(self):
+        import httpx
+
+        self._gate = asyncio.Semaphore(self.engine.max_in_flight)
+        return httpx.AsyncClient(base_url=self.engine.url, timeout=self.engine.timeout_s,
+                                 limits=httpx.Limits(max_connections=self.engine.max_in_flight))
+
+    async def _complete(self, client, body: dict) -> Sample | str:
+        """One action: the Sample, or why it could not be had (after one retry)."""
+        import httpx
+
+        why = ""
+        async with self._gate:
+            for _ in range(2):
+                try:
+                    r = await client.post("/v1/completions", json=body)
+                    r.raise_for_status()
+                    return _sample(r.json())
+                except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as e:
+                    why = f"the served engine at {self.engine.url} failed a completion: {type(e).__name__}: {e}"
+        return why
+
+
+def _sample(reply: dict) -> Sample:
+    """A completion's choice -> Sample; raises on a malformed answer."""
+    choice = reply["choices"][0]
+    ids, lps = choice["token_ids"], choice["logprobs"]["token_logprobs"]
+    if not isinstance(ids, list) or len(ids) != len(lps) or not all(isinstance(t, int) for t in ids):
+        raise ValueError("token_ids and token_logprobs of different lengths, or ids that are not integers")
+    finish = choice.get("finish_reason")
+    reason = "length" if finish == "length" else "stop" if choice.get("stop_reason") is not None else "eos"
+    return Sample(tuple(ids), tuple(float(x) for x in lps), choice.get("text", ""), reason)

@@ -1,0 +1,243 @@
+"""`agentic-rl serve CHECKPOINT`: an OpenAI-compatible server over the embedded engine, speaking
+token ids.
+
+Endpoints (the token-id extensions are named as vLLM names them, so one client reads both):
+
+- `POST /v1/completions`: `prompt` a string or a list of token ids; `max_tokens`, `temperature`,
+  `top_p`, `stop` (strings; `include_stop_str_in_output` is always on: the ids are what was sampled),
+  `logprobs` (any value: the sampled tokens' logprobs under the tempered distribution),
+  `return_token_ids` (each choice then carries `prompt_token_ids` and `token_ids`),
+  `prompt_logprobs` (each prompt token's logprob at temperature 1, `None` for the first, as
+  `{str(id): {"logprob": x}}`). `finish_reason` is `stop` or `length`; `stop_reason` is the stop
+  string matched, or None for the end-of-sequence token.
+- `POST /v1/chat/completions`: `messages`, optional `tools` (OpenAI function schemas), rendered by
+  the model's chat template; a reply holding `<tool_call>` JSON comes back as OpenAI `tool_calls`.
+  With `return_token_ids`, the choice carries the prompt's and the reply's token ids.
+- `POST /v1/load_weights` `{"path": DIR}`: load a checkpoint's weights (safetensors) into the
+  served model and sync the sampler; answers the new `version`. Requests in flight finish on the
+  old weights; none samples from half-loaded ones.
+- `GET /health`, `GET /v1/models`, `GET /version`.
+
+Concurrent requests are batched: a worker thread takes every request waiting, groups them by
+sampling parameters and decodes each group in one engine session (the embedded engine's batching
+and shared-prefix prefill), while new requests queue for the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentic_rl.engines.base import Sample, SamplingParams
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    params: SamplingParams
+    future: Future = field(default_factory=Future)
+
+
+class BatchingWorker:
+    """Decodes queued requests in batches on one thread; `load_weights` waits for the batch in flight."""
+
+    def __init__(self, engine, max_batch: int = 64):
+        self.engine, self.max_batch = engine, max_batch
+        self.queue: queue.Queue[_Request] = queue.Queue()
+        self.lock = threading.Lock()  # held while decoding and while loading weights
+        self._seed = 0
+        threading.Thread(target=self._loop, name="agentic-rl-serve", daemon=True).start()
+
+    def submit(self, prompt: list[int], params: SamplingParams) -> Future:
+        request = _Request(prompt, params)
+        self.queue.put(request)
+        return request.future
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            groups: dict[SamplingParams, list[_Request]] = {}
+            for r in batch:
+                groups.setdefault(r.params, []).append(r)
+            with self.lock:
+                for params, requests in groups.items():
+                    self._decode(params, requests)
+
+    def _decode(self, params: SamplingParams, requests: list[_Request]) -> None:
+        self._seed += 1
+        out: dict[int, Sample] = {}
+        try:
+            self.engine.session(self._seed).run({i: r.prompt for i, r in enumerate(requests)}, params,
+                                                lambda row, s: out.__setitem__(row, s))
+        except Exception as e:  # the requests fail, the server lives
+            for r in requests:
+                r.future.set_exception(e)
+            return
+        for i, r in enumerate(requests):
+            r.future.set_result(out[i])
+
+    def load_weights(self, path: str) -> int:
+        from safetensors.torch import load_file
+
+        files = sorted(Path(path).glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no *.safetensors in {path}")
+        state = {k: v for f in files for k, v in load_file(f).items()}
+        with self.lock:
+            missing, unexpected = self.engine.model.load_state_dict(state, strict=False)
+            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:  # a tied head is not saved
+                raise ValueError(f"weights of another model: missing {missing[:3]}, unexpected {unexpected[:3]}")
+            return self.engine.sync_weights()
+
+
+def _stop_reason(sample: Sample, params: SamplingParams, tokenizer) -> tuple[str, str | None]:
+    """(finish_reason, stop_reason) as vLLM reports them."""
+    if sample.stop_reason == "length":
+        return "length", None
+    if sample.stop_reason == "stop":
+        tail = tokenizer.decode(list(sample.ids[-12:]), skip_special_tokens=False)
+        return "stop", next((s for s in params.stop_strings if s in tail), None)
+    return "stop", None
+
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def _tool_calls(text: str) -> tuple[str, list[dict]]:
+    """The reply's text before its first call, and its `<tool_call>` JSON blocks as OpenAI tool calls."""
+    calls = []
+    for m in TOOL_CALL.finditer(text):
+        try:
+            call = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                          "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}})
+    return (text[: text.find("<tool_call>")].strip() if calls else text), calls
+
+
+def _messages(messages: list[dict]) -> list[dict]:
+    """OpenAI messages -> the chat template's: assistant tool calls as `<tool_call>` text, tool results as tool turns."""
+    out = []
+    for m in messages:
+        content = m.get("content") or ""
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = [f'<tool_call>\n{{"name": "{c["function"]["name"]}", "arguments": {c["function"]["arguments"]}}}\n'
+                     "</tool_call>" for c in m["tool_calls"]]
+            content = "\n".join([content, *calls]).strip()
+        out.append({"role": m.get("role", "user"), "content": content})
+    return out
+
+
+def create_app(engine, tokenizer, name: str = "agentic-rl"):
+    """The ASGI app (FastAPI) serving `engine`."""
+    from fastapi import FastAPI, HTTPException
+    from fastapi.concurrency import run_in_threadpool
+
+    app = FastAPI(title="agentic-rl serve")
+    worker = BatchingWorker(engine)
+    app.state.worker = worker
+
+    def params_of(body: dict) -> SamplingParams:
+        stop = body.get("stop") or ()
+        try:
+            return SamplingParams(float(body.get("temperature", 1.0)), float(body.get("top_p", 1.0)),
+                                  int(body.get("max_tokens") or 16), tuple([stop] if isinstance(stop, str) else stop))
+        except (TypeError, ValueError) as e:
+            raise HTTPException(400, f"invalid sampling parameters: {e}") from None
+
+    async def sample(prompt: list[int], params: SamplingParams) -> Sample:
+        if not prompt or not all(isinstance(t, int) and 0 <= t < len(tokenizer) for t in prompt):
+            raise HTTPException(400, "prompt: token ids of this model's vocabulary, at least one")
+        return await run_in_threadpool(worker.submit(prompt, params).result)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "version": engine.version, "dtype": str(engine.dtype).removeprefix("torch.")}
+
+    @app.get("/version")
+    async def version():
+        return {"version": engine.version}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": name, "object": "model"}]}
+
+    @app.post("/v1/completions")
+    async def completions(body: dict):
+        prompt = body.get("prompt")
+        ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if isinstance(prompt, str) else prompt
+        if not isinstance(ids, list):
+            raise HTTPException(400, "prompt: a string or a list of token ids")
+        params = params_of(body)
+        s = await sample(ids, params)
+        finish, stop = _stop_reason(s, params, tokenizer)
+        choice = {"index": 0, "text": s.text, "finish_reason": finish, "stop_reason": stop,
+                  "logprobs": {"tokens": [tokenizer.decode([t]) for t in s.ids], "token_logprobs": list(s.logprobs)}
+                  if body.get("logprobs") is not None else None}
+        if body.get("return_token_ids"):
+            choice.update(prompt_token_ids=ids, token_ids=list(s.ids))
+        if body.get("prompt_logprobs") is not None:
+            lps = await run_in_threadpool(lambda: engine.score(ids).tolist())
+            choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": lp}} for t, lp in zip(ids[1:], lps)]
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                "model": name, "choices": [choice], "weight_version": engine.version,
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(s.ids)}}
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict):
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise HTTPException(400, "messages: a non-empty list")
+        text = tokenizer.apply_chat_template(_messages(messages), tools=body.get("tools"), tokenize=False,
+                                             add_generation_prompt=True)
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        params = params_of({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
+        s = await sample(ids, params)
+        content, calls = _tool_calls(tokenizer.decode(list(s.ids), skip_special_tokens=True))
+        message = {"role": "assistant", "content": content or None}
+        if calls:
+            message["tool_calls"] = calls
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else _stop_reason(
+            s, params, tokenizer)[0]}
+        if body.get("return_token_ids"):
+            choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
+        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                "model": name, "choices": [choice], "weight_version": engine.version,
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(s.ids)}}
+
+    @app.post("/v1/load_weights")
+    async def load_weights(body: dict):
+        try:
+            version = await run_in_threadpool(worker.load_weights, str(body.get("path", "")))
+        except (FileNotFoundError, ValueError, RuntimeError) as e:
+            raise HTTPException(400, str(e)) from None
+        return {"version": version}
+
+    return app
+
+
+def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
+          device: str = "auto") -> None:
+    """Load `checkpoint` and serve it until interrupted."""
+    import uvicorn
+
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.models.loader import load_model
+
+    model, tokenizer = load_model(checkpoint, device=device)
+    uvicorn.run(create_app(HFEngine(model, tokenizer, precision), tokenizer, name=checkpoint), host=host, port=port,
+                log_level="warning")
