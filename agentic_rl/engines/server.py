@@ -142,16 +142,16 @@ def _messages(messages: list[dict]) -> list[dict]:
     return out
 
 
-def create_app(engine, tokenizer, name: str = "agentic-rl"):
-    """The ASGI app (FastAPI) serving `engine`."""
-    from fastapi import FastAPI, HTTPException
-    from fastapi.concurrency import run_in_threadpool
+class _Handlers:
+    """The endpoints' bodies over one engine (FastAPI calls the bound methods)."""
 
-    app = FastAPI(title="agentic-rl serve")
-    worker = BatchingWorker(engine)
-    app.state.worker = worker
+    def __init__(self, engine, tokenizer, name: str):
+        self.engine, self.tokenizer, self.name = engine, tokenizer, name
+        self.worker = BatchingWorker(engine)
 
-    def params_of(body: dict) -> SamplingParams:
+    def params(self, body: dict) -> SamplingParams:
+        from fastapi import HTTPException
+
         stop = body.get("stop") or ()
         try:
             return SamplingParams(float(body.get("temperature", 1.0)), float(body.get("top_p", 1.0)),
@@ -159,74 +159,93 @@ def create_app(engine, tokenizer, name: str = "agentic-rl"):
         except (TypeError, ValueError) as e:
             raise HTTPException(400, f"invalid sampling parameters: {e}") from None
 
-    async def sample(prompt: list[int], params: SamplingParams) -> Sample:
-        if not prompt or not all(isinstance(t, int) and 0 <= t < len(tokenizer) for t in prompt):
+    async def sample(self, prompt: list[int], params: SamplingParams) -> Sample:
+        from fastapi import HTTPException
+        from fastapi.concurrency import run_in_threadpool
+
+        if not prompt or not all(isinstance(t, int) and 0 <= t < len(self.tokenizer) for t in prompt):
             raise HTTPException(400, "prompt: token ids of this model's vocabulary, at least one")
-        return await run_in_threadpool(worker.submit(prompt, params).result)
+        return await run_in_threadpool(self.worker.submit(prompt, params).result)
 
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "version": engine.version, "dtype": str(engine.dtype).removeprefix("torch.")}
+    def reply(self, kind: str, choice: dict, prompt: list[int], sample: Sample) -> dict:
+        return {"id": f"{kind}-{uuid.uuid4().hex}", "object": "chat.completion" if kind == "chatcmpl" else
+                "text_completion", "created": int(time.time()), "model": self.name, "choices": [choice],
+                "weight_version": self.engine.version,
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sample.ids)}}
 
-    @app.get("/version")
-    async def version():
-        return {"version": engine.version}
+    async def health(self):
+        return {"status": "ok", "version": self.engine.version, "dtype": str(self.engine.dtype).removeprefix("torch.")}
 
-    @app.get("/v1/models")
-    async def models():
-        return {"object": "list", "data": [{"id": name, "object": "model"}]}
+    async def version(self):
+        return {"version": self.engine.version}
 
-    @app.post("/v1/completions")
-    async def completions(body: dict):
-        prompt = body.get("prompt")
-        ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if isinstance(prompt, str) else prompt
+    async def models(self):
+        return {"object": "list", "data": [{"id": self.name, "object": "model"}]}
+
+    async def completions(self, body: dict):
+        from fastapi import HTTPException
+        from fastapi.concurrency import run_in_threadpool
+
+        tok, prompt = self.tokenizer, body.get("prompt")
+        ids = list(tok(prompt, add_special_tokens=False)["input_ids"]) if isinstance(prompt, str) else prompt
         if not isinstance(ids, list):
             raise HTTPException(400, "prompt: a string or a list of token ids")
-        params = params_of(body)
-        s = await sample(ids, params)
-        finish, stop = _stop_reason(s, params, tokenizer)
+        params = self.params(body)
+        s = await self.sample(ids, params)
+        finish, stop = _stop_reason(s, params, tok)
         choice = {"index": 0, "text": s.text, "finish_reason": finish, "stop_reason": stop,
-                  "logprobs": {"tokens": [tokenizer.decode([t]) for t in s.ids], "token_logprobs": list(s.logprobs)}
+                  "logprobs": {"tokens": [tok.decode([t]) for t in s.ids], "token_logprobs": list(s.logprobs)}
                   if body.get("logprobs") is not None else None}
         if body.get("return_token_ids"):
             choice.update(prompt_token_ids=ids, token_ids=list(s.ids))
         if body.get("prompt_logprobs") is not None:
-            lps = await run_in_threadpool(lambda: engine.score(ids).tolist())
+            lps = await run_in_threadpool(lambda: self.engine.score(ids).tolist())
             choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": lp}} for t, lp in zip(ids[1:], lps)]
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-                "model": name, "choices": [choice], "weight_version": engine.version,
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(s.ids)}}
+        return self.reply("cmpl", choice, ids, s)
 
-    @app.post("/v1/chat/completions")
-    async def chat(body: dict):
-        messages = body.get("messages")
+    async def chat(self, body: dict):
+        from fastapi import HTTPException
+
+        messages, tok = body.get("messages"), self.tokenizer
         if not isinstance(messages, list) or not messages:
             raise HTTPException(400, "messages: a non-empty list")
-        text = tokenizer.apply_chat_template(_messages(messages), tools=body.get("tools"), tokenize=False,
-                                             add_generation_prompt=True)
-        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-        params = params_of({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
-        s = await sample(ids, params)
-        content, calls = _tool_calls(tokenizer.decode(list(s.ids), skip_special_tokens=True))
-        message = {"role": "assistant", "content": content or None}
-        if calls:
-            message["tool_calls"] = calls
-        choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else _stop_reason(
-            s, params, tokenizer)[0]}
+        text = tok.apply_chat_template(_messages(messages), tools=body.get("tools"), tokenize=False,
+                                       add_generation_prompt=True)
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        params = self.params({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
+        s = await self.sample(ids, params)
+        content, calls = _tool_calls(tok.decode(list(s.ids), skip_special_tokens=True))
+        message = {"role": "assistant", "content": content or None, **({"tool_calls": calls} if calls else {})}
+        choice = {"index": 0, "message": message,
+                  "finish_reason": "tool_calls" if calls else _stop_reason(s, params, tok)[0]}
         if body.get("return_token_ids"):
             choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
-        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": name, "choices": [choice], "weight_version": engine.version,
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(s.ids)}}
+        return self.reply("chatcmpl", choice, ids, s)
 
-    @app.post("/v1/load_weights")
-    async def load_weights(body: dict):
+    async def load_weights(self, body: dict):
+        from fastapi import HTTPException
+        from fastapi.concurrency import run_in_threadpool
+
         try:
-            version = await run_in_threadpool(worker.load_weights, str(body.get("path", "")))
+            version = await run_in_threadpool(self.worker.load_weights, str(body.get("path", "")))
         except (FileNotFoundError, ValueError, RuntimeError) as e:
             raise HTTPException(400, str(e)) from None
         return {"version": version}
 
+
+def create_app(engine, tokenizer, name: str = "agentic-rl"):
+    """The ASGI app (FastAPI) serving `engine`."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title="agentic-rl serve")
+    h = _Handlers(engine, tokenizer, name)
+    app.state.worker = h.worker
+    app.get("/health")(h.health)
+    app.get("/version")(h.version)
+    app.get("/v1/models")(h.models)
+    app.post("/v1/completions")(h.completions)
+    app.post("/v1/chat/completions")(h.chat)
+    app.post("/v1/load_weights")(h.load_weights)
     return app
 
 
