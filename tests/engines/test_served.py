@@ -13,6 +13,7 @@ import copy
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,8 +58,6 @@ def served(tiny, tokenizer):
 
 
 def _children() -> set[int]:
-    from pathlib import Path
-
     return {int(c) for t in Path("/proc/self/task").iterdir() for c in (t / "children").read_text().split()}
 
 
@@ -216,3 +215,35 @@ def test_a_recipe_runs_through_a_managed_server_and_stops_it(tmp_path):
     assert rl and all(r["engine_logprob_abs_diff"] < 1e-4 and r["sync_probe_gap"] < 1e-4 for r in rl)
     assert [r["weight_version"] for r in rl] == [2, 3]  # after SFT's sync, one per step
     assert _children() <= before  # the server is gone
+
+
+def _load_half(worker, path):
+    """Loads only every other tensor of the checkpoint: a partial weight update."""
+    from safetensors.torch import load_file
+
+    state = {k: v for f in sorted(Path(path).glob("*.safetensors")) for k, v in load_file(f).items()}
+    with worker.lock:
+        worker.engine.model.load_state_dict({k: v for i, (k, v) in enumerate(sorted(state.items())) if i % 2},
+                                            strict=False)
+        return worker.engine.sync_weights()
+
+
+def _load_nothing(worker, path):
+    with worker.lock:
+        return worker.engine.sync_weights()  # says it loaded, loaded nothing
+
+
+@pytest.mark.parametrize("broken", [_load_nothing, _load_half])
+def test_a_broken_weight_update_on_the_server_is_caught_by_the_probe(broken, served, tokenizer, monkeypatch):
+    from agentic_rl.engines.probe import SyncProbe, WeightSyncError
+    from agentic_rl.engines.server import BatchingWorker
+
+    engine, model = served
+    probe = SyncProbe.build(engine, tokenizer, "fp32")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    monkeypatch.setattr(BatchingWorker, "load_weights", broken)
+    version = engine.sync_weights()
+    with pytest.raises(WeightSyncError, match=f"version {version}"):
+        probe.check(engine, model)
