@@ -26,9 +26,9 @@ from agentic_rl.engines.hf import HFEngine
 from agentic_rl.engines.managed import close_engine, start_server
 from agentic_rl.engines.served import ServedEngine
 from agentic_rl.envs.registry import get_env
+from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.loader import load_model
 from agentic_rl.rollout.loop import Budget, rollout
-from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.config import load_config
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engines.json"

@@ -30,6 +30,7 @@ from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
 from agentic_rl.models.device import device_of
+from agentic_rl.models.forward import sequence_logprobs
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.lora import MergedWeights, is_lora, mergeable
 from agentic_rl.models.precision import inference_dtype
@@ -77,9 +78,7 @@ class HFEngine:
     def score(self, ids: Sequence[int]) -> torch.Tensor:
         """(T - 1,) fp32 log p(ids[t] | ids[:t]) for t >= 1 under the weights this engine samples
         from, at temperature 1: what a check of the sampler's weights compares with the trainer's."""
-        x = torch.tensor([list(ids)], device=self.device)
-        logits = self._infer(input_ids=x).logits[0, :-1].float()
-        return torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:, None])[:, 0]
+        return sequence_logprobs(self._infer, ids)
 
     def session(self, seed: int = 0) -> HFSession:
         return HFSession(self, seed)

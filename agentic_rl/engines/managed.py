@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 from agentic_rl.engines.served import EngineError, ServedEngine
+from agentic_rl.models.checkpoint import save_checkpoint
+from agentic_rl.models.device import device_of
 
 START_S = 300.0  # a server that does not answer /health by then did not start
 
@@ -25,9 +27,6 @@ def served_engine(model, tokenizer, cfg) -> ServedEngine:
     ro = cfg.rollout
     weights = cfg.run_dir / "served"
     if ro.engine == "managed":
-        from agentic_rl.models.device import device_of
-        from agentic_rl.trainer.checkpoint import save_checkpoint
-
         path = save_checkpoint(model, tokenizer, weights / "policy")
         proc, url = start_server(path, cfg.model.precision, str(device_of(model)), weights / "server.log")
         engine = ServedEngine(url, tokenizer, model, ro.engine_timeout_s, weights_dir=str(weights))
@@ -47,9 +46,10 @@ def start_server(checkpoint: Path, precision: str, device: str, log: Path) -> tu
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     log.parent.mkdir(parents=True, exist_ok=True)
-    out = open(log, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", "serve", str(checkpoint), "--port", str(port),
-                             "--precision", precision, "--device", device], stdout=out, stderr=subprocess.STDOUT)
+    with open(log, "ab") as out:  # the child keeps its own descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", "serve", str(checkpoint), "--port",
+                                 str(port), "--precision", precision, "--device", device], stdout=out,
+                                stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -25,6 +25,7 @@ import torch
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.faults import InfrastructureError
 from agentic_rl.models.device import device_of
+from agentic_rl.models.forward import sequence_logprobs
 from agentic_rl.models.precision import autocast
 
 PROBE_MESSAGES = [{"role": "user", "content": "Name three prime numbers and add them up."}]
@@ -58,14 +59,11 @@ class SyncProbe:
     def gap(self, engine, model) -> float:
         """Mean |sampler logprob - trainer logprob| per token of the continuation."""
         served = torch.as_tensor(engine.score(self.ids), dtype=torch.float32).cpu()
-        device = device_of(model)
-        ids = torch.tensor([self.ids], device=device)
         training = model.training
         model.eval()
-        with autocast(self.precision, device):
-            logits = model(input_ids=ids).logits[0, :-1].float()
+        with autocast(self.precision, device_of(model)):
+            trained = sequence_logprobs(model, self.ids).cpu()
         model.train(training)
-        trained = torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[:, 0].cpu()
         return float((served - trained)[self.start - 1 :].abs().mean())
 
     def check(self, engine, model) -> float:

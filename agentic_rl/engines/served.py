@@ -12,7 +12,7 @@ A request that fails — the server down, a timeout, an error status, a malforme
 once; then the episode ends as an infrastructure failure (`faults.py` kind `engine`), and the rest
 of the rollout goes on.
 
-Weights: `sync_weights()` saves the trainer's policy (`checkpoint.save_checkpoint`, to a directory
+Weights: `sync_weights()` saves the trainer's policy (`models/checkpoint.py`, to a directory
 the server can read) and posts it to `/v1/load_weights`, which answers the new version; `score(ids)`
 asks for `prompt_logprobs`, which is what the weight-sync probe (`probe.py`) compares.
 """
@@ -30,6 +30,7 @@ import torch
 
 from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.faults import InfrastructureError
+from agentic_rl.models.checkpoint import save_checkpoint
 
 
 class EngineError(InfrastructureError):
@@ -52,8 +53,6 @@ class ServedEngine:
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
-        from agentic_rl.trainer.checkpoint import save_checkpoint
-
         path = save_checkpoint(self.model, self.tokenizer, self.weights_dir / "policy")
         self.version = self._post("/v1/load_weights", {"path": str(path)})["version"]
         return self.version
@@ -99,7 +98,7 @@ class ServedSession:
     where its deadline and its own event loop work), then sends the row's next request."""
 
     def __init__(self, engine: ServedEngine, seed: int):
-        self.engine, self.seed = engine, seed
+        self.engine = engine  # the server samples with its own generator: `seed` cannot reach it
 
     def run(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams, on_stop: OnStop,
             max_new: Callable[[int], int] | None = None, on_error: OnError | None = None) -> None:

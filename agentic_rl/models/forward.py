@@ -87,6 +87,14 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     return PolicyOutputs(token_lp, entropy, values, logp if full else None)
 
 
+def sequence_logprobs(model, ids: Sequence[int]) -> torch.Tensor:
+    """(T - 1,) fp32 log p(ids[t] | ids[:t]) at temperature 1: one row forwarded whole, no cache
+    (what a check of a sampler's weights compares: `HFEngine.score`, `engines/probe.py`)."""
+    x = torch.tensor([list(ids)], device=device_of(model))
+    logits = model(input_ids=x).logits[0, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:, None])[:, 0]
+
+
 class SharedPrompt:
     """The prompt every row of an optimizer step opens with, forwarded once (one row, with gradient)
     for all of the step's micro-batches.

@@ -22,11 +22,11 @@ from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
 from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.report import write_report
-from agentic_rl.trainer.checkpoint import save_checkpoint
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict
 from agentic_rl.trainer.evaluate import accuracies, evaluate
