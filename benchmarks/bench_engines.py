@@ -1,10 +1,11 @@
 """Decode throughput of the policy's samplers side by side, on the main job's prompts:
 
-    python benchmarks/bench_engines.py [--model smollm2] [--batches 1 8 32] [--repeats 2] [--vllm-url URL]
+    python benchmarks/bench_engines.py [--model smollm2] [--batches 1 8 32] [--repeats 2]
+                                       [--vllm-python .venv-vllm/bin/python | --vllm-url URL]
 
 `embedded` (this process), `served` (`agentic-rl serve` in a child process, through the served
-engine: HTTP, token ids, the whole prefix a turn) and, with `--vllm-url`, a vLLM server through the
-same client. Each batch is B distinct calculator training prompts rolled out to the end of their
+engine: HTTP, token ids, the whole prefix a turn) and, with `--vllm-python` (a vLLM server started
+as `rollout.engine: managed_vllm` starts it) or `--vllm-url`, vLLM through the same client. Each batch is B distinct calculator training prompts rolled out to the end of their
 episodes at the recipe's temperature (tool calls answered by the env, as in training); the engines
 take turns, `--repeats` times, and the best time counts. Reports generated tokens/s and each
 engine's ratio to vLLM's (or to the embedded engine's without vLLM); writes
@@ -23,7 +24,7 @@ import torch
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.hf import HFEngine
-from agentic_rl.engines.managed import close_engine, start_server
+from agentic_rl.engines.managed import serve_command, start_server, stop_server, vllm_command
 from agentic_rl.engines.served import ServedEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.models.checkpoint import save_checkpoint
@@ -51,15 +52,21 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--vllm-url", default="")
+    ap.add_argument("--vllm-python", default="")
     args = ap.parse_args()
     cfg = load_config("recipes/calculator.yaml", [f"model.name={args.model}"])
     model, tokenizer = load_model(args.model, device="cpu")
     spec = get_env(cfg.env.name)
     with tempfile.TemporaryDirectory() as tmp:
         path = save_checkpoint(model, tokenizer, Path(tmp) / "policy")
-        proc, url = start_server(path, cfg.model.precision, "cpu", Path(tmp) / "server.log")
+        proc, url = start_server(serve_command(path, cfg.model.precision, "cpu"), Path(tmp) / "server.log")
         engines = {"embedded": HFEngine(model, tokenizer, cfg.model.precision),
                    "served (agentic-rl serve)": ServedEngine(url, tokenizer)}
+        servers = [proc]
+        if args.vllm_python:
+            vproc, args.vllm_url = start_server(vllm_command(path, cfg.model.precision, args.vllm_python),
+                                                Path(tmp) / "vllm.log")
+            servers.append(vproc)
         if args.vllm_url:
             engines["vllm"] = ServedEngine(args.vllm_url, tokenizer)
         best: dict[str, dict[int, float]] = {name: {} for name in engines}
@@ -70,8 +77,8 @@ def main() -> None:
                         rate, _ = tokens_per_s(engine, tokenizer, spec, cfg, batch)
                         best[name][batch] = max(best[name].get(batch, 0.0), rate)
         finally:
-            engines["served (agentic-rl serve)"].process = proc
-            close_engine(engines["served (agentic-rl serve)"])
+            for server in servers:
+                stop_server(server)
     yardstick = "vllm" if args.vllm_url else "embedded"
     table = {name: {b: {"tokens_per_s": round(r, 1), f"ratio_to_{yardstick}": round(r / best[yardstick][b], 3)}
                     for b, r in rates.items()} for name, rates in best.items()}

@@ -77,7 +77,7 @@ class HFEngine:
     @torch.no_grad()
     def score(self, ids: Sequence[int]) -> torch.Tensor:
         """(T - 1,) fp32 log p(ids[t] | ids[:t]) for t >= 1 under the weights this engine samples
-        from, at temperature 1: what a check of the sampler's weights compares with the trainer's."""
+        from, at temperature 1 (what our server answers for `prompt_logprobs`)."""
         return sequence_logprobs(self._infer, ids)
 
     def session(self, seed: int = 0) -> HFSession:

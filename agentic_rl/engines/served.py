@@ -12,9 +12,9 @@ A request that fails — the server down, a timeout, an error status, a malforme
 once; then the episode ends as an infrastructure failure (`faults.py` kind `engine`), and the rest
 of the rollout goes on.
 
-Weights: `sync_weights()` saves the trainer's policy (`models/checkpoint.py`, to a directory
-the server can read) and posts it to `/v1/load_weights`, which answers the new version; `score(ids)`
-asks for `prompt_logprobs`, which is what the weight-sync probe (`probe.py`) compares.
+Weights: `sync_weights()` hands the trainer's policy to the writer `rollout.weight_update` names
+(`weight_update.py`: our `/v1/load_weights`, vLLM's in-place reload, or vLLM's runtime LoRA
+loading); the weight-sync probe (`probe.py`) then checks what the server samples from.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.weight_update import writer
 from agentic_rl.faults import InfrastructureError
-from agentic_rl.models.checkpoint import save_checkpoint
 
 
 class EngineError(InfrastructureError):
@@ -41,7 +41,7 @@ class EngineError(InfrastructureError):
 
 class ServedEngine:
     def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, max_in_flight: int = 64,
-                 weights_dir: str | None = None):
+                 weights_dir: str | None = None, weight_update: str = "auto"):
         self.url = url.rstrip("/")
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
         self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
@@ -50,18 +50,13 @@ class ServedEngine:
         self.version = int(health.get("version", 0))
         # what the server computes in (the probe's tolerance follows it); bf16 when it does not say (vLLM)
         self.dtype = getattr(torch, str(health.get("dtype", "bfloat16")), torch.bfloat16)
+        self.writer = writer(weight_update, health)
+        self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
-        path = save_checkpoint(self.model, self.tokenizer, self.weights_dir / "policy")
-        self.version = self._post("/v1/load_weights", {"path": str(path)})["version"]
+        self.version = self.writer(self)
         return self.version
-
-    def score(self, ids: Sequence[int]) -> torch.Tensor:
-        """(T - 1,) the server's log p(ids[t] | ids[:t]) at temperature 1."""
-        body = {"prompt": list(ids), "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
-        entries = self._post("/v1/completions", body)["choices"][0]["prompt_logprobs"]
-        return torch.tensor([e[str(t)]["logprob"] for t, e in zip(ids[1:], entries[1:])])
 
     def session(self, seed: int = 0) -> ServedSession:
         return ServedSession(self, seed)
@@ -73,7 +68,9 @@ class ServedEngine:
         try:
             r = httpx.get(self.url + path, timeout=self.timeout_s)
             r.raise_for_status()
-            return r.json() if r.content else {}
+            if "json" not in r.headers.get("content-type", ""):
+                return {"text": r.text}  # vLLM answers some admin endpoints in plain text
+            return r.json()
         except (httpx.HTTPError, ValueError) as e:
             raise EngineError(f"the served engine at {self.url} did not answer {path}: {e}") from None
 
@@ -83,6 +80,8 @@ class ServedEngine:
         try:
             r = httpx.post(self.url + path, json=body, timeout=self.timeout_s)
             r.raise_for_status()
+            if "json" not in r.headers.get("content-type", ""):
+                return {"text": r.text}  # vLLM answers some admin endpoints in plain text
             return r.json()
         except (httpx.HTTPError, ValueError) as e:
             raise EngineError(f"the served engine at {self.url} failed {path}: {e}") from None
@@ -117,6 +116,8 @@ class ServedSession:
             body = {"prompt": ids, "max_tokens": max(limit, 1), "temperature": params.temperature,
                     "top_p": params.top_p, "stop": list(params.stop_strings), "include_stop_str_in_output": True,
                     "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False}
+            if self.engine.served_model:
+                body["model"] = self.engine.served_model
             future = asyncio.run_coroutine_threadsafe(self._complete(client, body), loop)
             future.add_done_callback(lambda f: done.put((row, ids, f)))
             out[0] += 1

@@ -59,9 +59,15 @@ class RolloutConfig:
     # (1e-3 fp32, 0.1 bf16); < 0 = no check
     sync_probe_tol: float = 0.0
     # the policy's sampler (docs/engines): "embedded" (in this process), "managed" (an `agentic-rl serve`
-    # this run starts and stops), or the URL of a served one (http://host:port: ours or vLLM)
+    # this run starts and stops), "managed_vllm" (a vLLM server it starts and stops), or the URL of a
+    # served one (http://host:port: ours or vLLM)
     engine: str = "embedded"
     engine_timeout_s: float = 120.0  # a served engine's request timeout
+    # how a served engine gets the trainer's weights (engines/weight_update.py): auto | load_weights
+    # (agentic-rl serve) | vllm_reload (vLLM, full weights) | vllm_lora (vLLM, runtime LoRA adapters)
+    weight_update: str = "auto"
+    vllm_python: str = ""  # managed_vllm: the Python that has vLLM ("" = this one; `make vllm` builds .venv-vllm)
+    vllm_args: str = ""  # managed_vllm: more arguments for vLLM's server (e.g. "--gpu-memory-utilization 0.5")
 
 
 @dataclass(frozen=True)
@@ -438,6 +444,10 @@ def _check_ranges(cfg: Config) -> None:
         (not rl.critic.model or rl.critic.kind == "model", "rl.critic.model is only used with rl.critic.kind: model"),
         (cfg.hindsight.coef >= 0, "hindsight.coef must be >= 0 (0 = off)"),
         (cfg.distill.coef >= 0 and cfg.distill.topk >= 1, "distill.coef must be >= 0 and distill.topk >= 1"),
+        (ro.weight_update in ("auto", "load_weights", "vllm_reload", "vllm_lora"),
+         "rollout.weight_update must be auto, load_weights, vllm_reload or vllm_lora (docs/engines/vllm.md)"),
+        (ro.weight_update != "vllm_lora" or cfg.model.lora_rank > 0,
+         "rollout.weight_update: vllm_lora sends LoRA adapters, and model.lora_rank is 0"),
     ]
     for ok, message in rules:
         if not ok:

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
@@ -77,8 +78,11 @@ def test_sampled_ids_and_logprobs_are_the_trainers(served, tokenizer):
         assert len(sample.ids) == len(sample.logprobs) == 12 and sample.stop_reason == "length"
         want = _trainer_logprobs(model, ids, 0.8)[-len(sample.ids):]
         assert torch.allclose(torch.tensor(sample.logprobs), want, atol=1e-5)
-    ids = [*prompt, *out[0].ids]
-    assert torch.allclose(engine.score(ids), _trainer_logprobs(model, ids), atol=1e-5)
+    ids = [*prompt, *out[0].ids]  # the server's prompt_logprobs: log p(ids[t] | ids[:t]) at temperature 1
+    body = {"prompt": ids, "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
+    entries = httpx.post(engine.url + "/v1/completions", json=body).json()["choices"][0]["prompt_logprobs"]
+    got = torch.tensor([e[str(t)]["logprob"] for t, e in zip(ids[1:], entries[1:])])
+    assert torch.allclose(got, _trainer_logprobs(model, ids), atol=1e-5)
 
 
 def test_multi_turn_sends_the_whole_prefix_and_feeds_observations(served, tokenizer):
