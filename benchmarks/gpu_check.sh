@@ -5,6 +5,9 @@
 # stand-in device (tests/trainer/test_device.py); this script is what verifies it on hardware.
 # It runs the tiny recipe end to end, then three GRPO steps of the main job (SFT, then RL) on
 # cuda:0, and prints each RL step's wall time and where it went, and the held-out accuracies.
+# With VLLM_PYTHON set (a Python that has vLLM, e.g. VLLM_PYTHON=.venv/bin/python after
+# `pip install vllm`), the same three steps run again sampled by a managed vLLM server on the GPU
+# (docs/engines/vllm.md), and the vLLM tests run against it (tests/engines/test_vllm.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -18,11 +21,20 @@ PYEOF
   --set log.progress=false
 "$PY" -m agentic_rl.cli train recipes/calculator.yaml --set model.device=cuda:0 --set rl.steps=3 \
   --set eval.tasks_per_split=50 --set output_dir="$OUT/calculator" --set log.progress=false
-"$PY" - "$OUT" <<'PYEOF'
+RUNS="tiny calculator"
+if [ -n "${VLLM_PYTHON:-}" ]; then
+  "$PY" -m agentic_rl.cli train recipes/calculator.yaml --set model.device=cuda:0 --set rl.steps=3 \
+    --set eval.tasks_per_split=50 --set output_dir="$OUT/calculator_vllm" --set log.progress=false \
+    --set rollout.engine=managed_vllm --set rollout.vllm_python="$VLLM_PYTHON" \
+    --set rollout.vllm_args="--gpu-memory-utilization 0.3"
+  RUNS="$RUNS calculator_vllm"
+  AGENTIC_RL_VLLM_PYTHON="$VLLM_PYTHON" "$PY" -m pytest -q -m slow tests/engines/test_vllm.py
+fi
+"$PY" - "$OUT" $RUNS <<'PYEOF'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for run in ("tiny", "calculator"):
+for run in sys.argv[2:]:
     rows = [json.loads(l) for l in (out / run / "metrics.jsonl").read_text().splitlines()]
     for r in rows:
         if r.get("stage") == "rl":

@@ -103,9 +103,11 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     update_row = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
                            run.scorer.critic)
     # 7. the sampler gets the new weights, checked by the probe
+    t_sync = time.perf_counter()
     version, gap = checked_sync(run.engine, run.model, run.probe)
+    update_row = {**update_row, "time_sync_s": time.perf_counter() - t_sync}
     if gap is not None:
-        update_row = {**update_row, "sync_probe_gap": gap}
+        update_row["sync_probe_gap"] = gap
     # 8. log
     trajs = [t for g in groups for t in g.trajectories]
     k = cfg.log.trajectories_per_step

@@ -3,7 +3,7 @@ SmolLM2-135M-Instruct: token ids in and out equal to the embedded engine's, logp
 processed (tempered) distribution, full-weight reloads and runtime LoRA loading checked by the
 weight-sync probe, the prefix cache reset after each update, and three GRPO steps of the main job
 sampled by vLLM. Slow (each server compiles for a minute or two before it answers); skipped where
-`.venv-vllm` is missing."""
+`.venv-vllm` is missing (`AGENTIC_RL_VLLM_PYTHON` names another Python that has vLLM)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from agentic_rl.models.lora import apply_lora
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.loop import train
 
-VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+VLLM_PYTHON = Path(os.environ.get("AGENTIC_RL_VLLM_PYTHON")
+                   or Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="no .venv-vllm (make vllm)")]
 TOL = 0.1  # the probe's bf16 tolerance
