@@ -23,16 +23,19 @@ differently:
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
 other exception from a tool is the policy's call going wrong.
 
-`deadline(seconds)` raises `Timeout` inside the guarded block when it runs too long. It uses the
-process's interval timer (SIGALRM), which interrupts pure-Python loops, sleeps and blocking I/O;
-it can only be armed on the main thread, so elsewhere (and for seconds <= 0) it guards nothing. A
-tool call inside an env has its own, thread-based limit (`ToolEnv(timeout_s=...)`), and sandboxed
-code its own wall-clock kill; this is the outer guard for env and reward code we did not write.
+`deadline(seconds)` raises `Timeout` inside the guarded block when it runs too long (seconds <= 0:
+no limit). On the main thread it uses the process's interval timer (SIGALRM), which interrupts
+pure-Python loops, sleeps and blocking I/O. On another thread (the rollout producer of
+`rl.max_staleness` > 0) a timer thread raises `Timeout` in the guarded thread asynchronously: that
+interrupts Python code, but not a blocking system call until it returns. A tool call inside an env
+has its own, thread-based limit (`ToolEnv(timeout_s=...)`), and sandboxed code its own wall-clock
+kill; this is the outer guard for env and reward code we did not write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import threading
 
@@ -52,8 +55,12 @@ INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "
 
 @contextlib.contextmanager
 def deadline(seconds: float, what: str = "call"):
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    if seconds <= 0:
         yield
+        return
+    if threading.current_thread() is not threading.main_thread():
+        with _thread_deadline(seconds, what):
+            yield
         return
 
     def expire(signum, frame):
@@ -66,3 +73,31 @@ def deadline(seconds: float, what: str = "call"):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _thread_deadline(seconds: float, what: str):
+    """`Timeout` raised in this thread by a timer, unless the block ended first (a lock decides)."""
+    target, lock, state = threading.get_ident(), threading.Lock(), {"open": True}
+
+    def expire() -> None:
+        with lock:
+            if state["open"]:
+                state["fired"] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(_ThreadTimeout))
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except _ThreadTimeout:
+        raise Timeout(f"{what} exceeded {seconds:g}s") from None
+    finally:
+        with lock:
+            state["open"] = False
+        timer.cancel()
+
+
+class _ThreadTimeout(Timeout):
+    """What the timer raises (a class: an asynchronous exception cannot carry a message)."""

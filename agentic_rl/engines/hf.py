@@ -37,13 +37,15 @@ from agentic_rl.models.precision import inference_dtype
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, precision: str = "auto"):
+    def __init__(self, model, tokenizer, precision: str = "auto", own_copy: bool = False):
+        """`own_copy`: sample from a copy of the weights even in fp32 (rollouts that run while the
+        policy trains, `rl.max_staleness` > 0, must not read weights mid-update)."""
         self.model = model
         self.tokenizer = tokenizer
         self.device = device_of(model)
         self.dtype = inference_dtype(precision, self.device)
         self._merged = None  # a LoRA policy's merge into its sampling copy
-        if self.dtype == torch.float32:  # no copy: fp32 sampling reads the policy itself
+        if self.dtype == torch.float32 and not own_copy:  # no copy: fp32 sampling reads the policy itself
             self._infer = model
         elif is_lora(model) and mergeable(model):
             self._merged = MergedWeights(model)

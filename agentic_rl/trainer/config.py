@@ -194,6 +194,9 @@ class RLConfig:
     seed: int = 2
     max_bad_steps: int = 3  # consecutive steps with a non-finite loss or gradient (each skipped) before the run stops
     infra_warn_frac: float = 0.1  # warn when more of a step's episodes fail on the machine's side (all: the run stops)
+    # rollouts produced while the update runs (trainer/producer.py): a batch trains on weights at
+    # most this many versions newer than those that sampled it; 0 = the synchronous loop, exactly
+    max_staleness: int = 0
     tasks: TaskConfig = field(default_factory=TaskConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -290,7 +293,7 @@ class Config:
 _AT_LEAST = {
     "sft.examples": 0, "sft.batch_size": 1, "sft.grad_accum": 1, "sft.epochs": 1,
     "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
-    "rl.steps": 0, "rl.max_bad_steps": 1, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
+    "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
     "rl.optim.minibatches": 1, "rl.optim.epochs": 1, "rl.optim.micro_batch_rows": 1, "rl.optim.warmup_steps": 0,
     "rl.filters.max_refill_rounds": 0, "rl.collapse.window": 1, "hindsight.max_per_step": 1,
     "eval.tasks_per_split": 1, "eval.batch_size": 1, "eval.every": 0,

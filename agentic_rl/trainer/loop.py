@@ -157,7 +157,7 @@ def _engine(model, tokenizer, cfg: Config, version: int, current=None):
             current.model = model
             return current
         return served_engine(model, tokenizer, cfg)
-    engine = HFEngine(model, tokenizer, cfg.model.precision)
+    engine = HFEngine(model, tokenizer, cfg.model.precision, own_copy=cfg.rl.max_staleness > 0)
     engine.version = version
     return engine
 

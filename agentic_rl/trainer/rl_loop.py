@@ -32,7 +32,8 @@ from agentic_rl.trainer.episodes import episodes, hindsight_options
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.loss_terms import build_loss
 from agentic_rl.trainer.remedies import Remedies
-from agentic_rl.trainer.rl_step import RLRun, rl_step
+from agentic_rl.trainer.producer import Producer
+from agentic_rl.trainer.rl_step import RLRun, collect, rl_step
 from agentic_rl.trainer.sft import adamw
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.stats import StepRecord
@@ -51,27 +52,42 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=cfg.model.memory_check)
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
+    in_flight = {}
     if saved is not None and progress.rl_step > 0:
-        _resume(run, monitor, remedies, saved, store)
+        in_flight = _resume(run, monitor, remedies, saved, store)
     else:
         logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
         if run.scorer.reference is not None:
             store.save_reference(run.scorer.reference)
     steps = cfg.rl.steps
+    run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
+                            steps, cfg.rl.max_staleness, in_flight)
+    try:
+        _steps(run, cfg, monitor, remedies, store, progress)
+    finally:
+        run.producer.close()
+    if run.scorer.critic is not None:
+        run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
+
+
+def _steps(run: RLRun, cfg: Config, monitor: CollapseMonitor, remedies: Remedies, store: StateStore,
+           progress: Progress) -> None:
+    """The steps, each watched, maybe evaluated, checkpointed. `cfg` is the recipe's (`run.cfg` is
+    what remedies made of it)."""
+    logger, steps = run.logger, cfg.rl.steps
     bar = tqdm(range(progress.rl_step + 1, steps + 1), desc="grpo", disable=not cfg.log.progress)
     for step in bar:
         record = rl_step(run, step)
         run.reconfigure(_watch(monitor, remedies, record, run, logger))
         _count_bad_step(progress, record, run.cfg.rl.max_bad_steps, logger)
         if cfg.eval.every and step % cfg.eval.every == 0 and step < steps:  # the last: train() evaluates
-            _eval_during_rl(step, engine, tokenizer, spec, cfg, logger)
+            _eval_during_rl(step, run.engine, run.tokenizer, run.spec, cfg, logger)
         progress.rl_step = step
         if step % cfg.checkpoint.every == 0 or step == steps:
             progress.remedied = _changed(cfg, run.cfg)
             _save(run, monitor, remedies, store, progress, record, step)
+        run.producer.synced(step)  # the batches the new weights may sample can start
         bar.set_postfix(reward=f"{record.rollout['reward_mean']:.2f}", acc=f"{record.rollout['accuracy']:.2f}")
-    if run.scorer.critic is not None:
-        run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
 
 
 def rl_pool(spec: EnvSpec, tasks: TaskConfig, steps: int, seed: int) -> list:
@@ -163,7 +179,9 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
         return run.cfg
     cfg, events, weights_changed = remedies.apply(actions, run.cfg)
     if weights_changed:
-        checked_sync(run.engine, run.model, run.probe)
+        with run.producer.engine_lock:
+            checked_sync(run.engine, run.model, run.probe)
+        run.producer.discard()  # batches sampled by the weights rolled back from: produced again
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})
     return cfg
@@ -219,11 +237,13 @@ def _save(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, store: State
     progress.logger_step, progress.engine_version = run.logger.global_step, run.engine.version
     progress.metric = record.row().get(cfg.checkpoint.best_metric) if cfg.checkpoint.best_metric else None
     store.save(f"rl-step{step}", progress, run.model, run.optimizer, run.scorer.critic, config=cfg, extras={
-        "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy})
+        "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy,
+        "in_flight": run.producer.in_flight()})
 
 
-def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: SavedState, store: StateStore) -> None:
-    """Everything the loop carries, as it was at the saved step."""
+def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: SavedState, store: StateStore) -> dict:
+    """Everything the loop carries, as it was at the saved step; returns the batches produced for the
+    steps after it (`producer.py`: restored, not sampled again)."""
     extras = saved.load("extras")
     run.optimizer.load_state_dict(saved.load("optimizer"))
     if run.scorer.critic is not None:
@@ -235,3 +255,4 @@ def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: Sav
         setattr(monitor, k, v)
     remedies.healthy = extras["healthy"]
     run.reconfigure(with_values(run.cfg, saved.progress.remedied))
+    return extras.get("in_flight", {})

@@ -1,5 +1,6 @@
-"""One RL step, top to bottom: sample tasks -> roll out -> score -> filter -> credit -> update ->
-sync the sampler -> log one `StepRecord`.
+"""One RL step, top to bottom: sample tasks -> roll out -> score (the producer, ahead of the step by
+at most `rl.max_staleness` versions) -> filter -> credit -> update -> sync the sampler -> log one
+`StepRecord`.
 
 What crosses from sampling to training is one `RolloutBatch` (`types.py`): the scored groups —
 each trajectory with its exact token ids, its loss mask and the sampler's logprobs — and the policy
@@ -42,6 +43,7 @@ from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import Scorer, assign_credit
 from agentic_rl.trainer.episodes import Episodes
 from agentic_rl.trainer.loss_terms import Loss, build_loss
+from agentic_rl.trainer.producer import Producer
 from agentic_rl.trainer.schedule import set_lr
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import Teachers
@@ -68,6 +70,7 @@ class RLRun:
     hindsight: HindsightOptions | None = None  # None: no hindsight corrections
     hindsight_engine: object = None  # the engine that writes corrections; None = the policy's own
     probe: SyncProbe | None = None  # checks every weight sync (`engines/probe.py`); None = unchecked
+    producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -81,10 +84,17 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     cfg, rl = run.cfg, run.cfg.rl
     t0 = time.perf_counter()
     set_lr(run.optimizer, rl.optim, step, rl.steps)
-    # 1-3. sample tasks, roll them out, score them (DAPO's dynamic sampling refills flat groups)
-    version = run.engine.version
-    kept, sampled, stats = collect(run, seed=rl.seed * 1_000_003 + step)
-    rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac)}
+    # 1-3. the step's tasks, rolled out and scored (`collect`) by the producer (`producer.py`), with
+    # weights at most rl.max_staleness versions older than those this step updates
+    produced, waited = run.producer.take(step)
+    kept, sampled, stats, version = produced.kept, produced.sampled, produced.stats, produced.version
+    staleness = run.engine.version - version
+    if staleness > rl.max_staleness:
+        raise RuntimeError(f"RL step {step}: a batch {staleness} versions stale (rl.max_staleness {rl.max_staleness})")
+    rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
+                   "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s}
+    if rl.max_staleness:
+        rollout_row["staleness"] = staleness
     # 4. filter: a group needs two scored episodes (the machine's failures are not the policy's);
     # StarPO-S keeps the groups with the most reward spread
     groups = keep_top_spread([g for g in kept if len(scored([g])[0].trajectories) >= 2] if kept else [],
@@ -104,7 +114,9 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
                            run.scorer.critic)
     # 7. the sampler gets the new weights, checked by the probe
     t_sync = time.perf_counter()
-    version, gap = checked_sync(run.engine, run.model, run.probe)
+    run.producer.before_sync(step)  # the batches the old weights may still sample are done
+    with run.producer.engine_lock:
+        version, gap = checked_sync(run.engine, run.model, run.probe)
     update_row = {**update_row, "time_sync_s": time.perf_counter() - t_sync}
     if gap is not None:
         update_row["sync_probe_gap"] = gap
@@ -113,7 +125,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     k = cfg.log.trajectories_per_step
     write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], run.tokenizer,
                        credit.advantages[:k], step)
-    record = StepRecord(step, rollout_row, update_row, run.sampler.metrics(), version,
+    record = StepRecord(step, rollout_row, update_row, produced.sampler_metrics, version,
                         run.optimizer.param_groups[0]["lr"], stats, time.perf_counter() - t0,
                         len(sampled), len(groups), peak_rss_gb())
     run.logger.log(record.row())
@@ -204,5 +216,6 @@ def correct_failures(run: RLRun, sampled: Sequence[TrajectoryGroup], seed: int) 
     if oracle:
         return demonstration_corrections(run.spec, options, run.tokenizer, failed)
     ep = run.episodes
-    return hindsight_corrections(run.hindsight_engine or run.engine, run.tokenizer, ep.make_env, ep.reward, failed,
-                                 ep.params, ep.budget, run.hindsight, seed)
+    with run.producer.engine_lock:  # the policy's engine may write them, and the producer samples on it
+        return hindsight_corrections(run.hindsight_engine or run.engine, run.tokenizer, ep.make_env, ep.reward,
+                                     failed, ep.params, ep.budget, run.hindsight, seed)

@@ -59,6 +59,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     from agentic_rl.monitor.collapse import CollapseMonitor
     from agentic_rl.monitor.logger import MetricsLogger
     from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer.producer import Producer
     from agentic_rl.trainer.stats import StepRecord
 
     cfg = load_config("recipes/tiny.yaml", ["rl.collapse.actions=[rollback]"])
@@ -75,6 +76,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     monitor = CollapseMonitor()
     monkeypatch.setattr(monitor, "update", lambda record: {"event": "collapse_warning", "evidence": {}})
     run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None)
+    run.producer = Producer(run, collect=None, first=1, last=0, max_staleness=0)  # nothing left to produce
     record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0)
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
     restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()

@@ -46,9 +46,9 @@ def _run(out: Path, resume: bool = False, env: dict | None = None, extra: tuple[
     return proc.returncode
 
 
-def _kill_after_lines(out: Path, lines: int, extra_s: float) -> None:
+def _kill_after_lines(out: Path, lines: int, extra_s: float, extra: tuple[str, ...] = ()) -> None:
     """Start a fresh run, SIGKILL it `extra_s` seconds after metrics.jsonl reaches `lines` lines."""
-    proc = subprocess.Popen(_cmd(out, resume=out.exists()), cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(out, resume=out.exists(), extra=extra), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     metrics = out / "metrics.jsonl"
     while proc.poll() is None:
@@ -145,3 +145,40 @@ def test_resume_after_repeated_random_sigkills(reference, tmp_path, seed):
         _kill_after_lines(out, lines, rng.uniform(0, 2))
     assert _run(out, resume=True) == 0
     _assert_same_run(reference, out)
+
+
+ASYNC = ("--set", "rl.max_staleness=1")  # rollouts one version ahead: a state holds a batch in flight
+
+
+@pytest.fixture(scope="module")
+def reference_async(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reference_async") / "run"
+    assert _run(out, extra=ASYNC) == 0
+    return out
+
+
+def test_resume_with_a_batch_in_flight_after_sigkill_mid_checkpoint_write(reference_async, tmp_path):
+    """At rl.max_staleness 1 the state after RL step 2 holds step 3's batch, produced by step 1's
+    weights while step 2 trained; killed mid-way through the step-3 state, the resumed run restores
+    that batch (it is not sampled again: the weights that sampled it are gone) and equals the run
+    never interrupted."""
+    out = tmp_path / "run"
+    assert _run(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:15"}, extra=ASYNC) == -signal.SIGKILL
+    complete = sorted(p for p in (out / "checkpoints" / "state").iterdir() if p.name[:4].isdigit())
+    assert complete[-1].name.endswith("rl-step2")
+    in_flight = torch.load(complete[-1] / "extras.pt", weights_only=False)["in_flight"]
+    versions = {r["step"]: r["weight_version"] for r in _metrics(reference_async) if r.get("stage") == "rl"
+                and "weight_version" in r}  # each step's weights after its sync
+    assert list(in_flight) == [3] and in_flight[3].version == versions[1]
+    assert _run(out, resume=True, extra=ASYNC) == 0
+    _assert_same_run(reference_async, out)
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_resume_with_batches_in_flight_after_random_sigkill(reference_async, tmp_path, seed):
+    rng = random.Random(seed)
+    out = tmp_path / "run"
+    n = len(_metrics(reference_async))
+    _kill_after_lines(out, rng.randrange(0, n), rng.uniform(0, 2), extra=ASYNC)
+    assert _run(out, resume=True, extra=ASYNC) == 0
+    _assert_same_run(reference_async, out)

@@ -1,0 +1,159 @@
+"""The steps' rollouts, produced ahead of the update by at most `rl.max_staleness` (k) versions.
+
+A producer thread makes each step's batch in order — sample the tasks, roll them out, score them
+(`rl_step.collect`) — and the trainer takes them in order (`take`). At k = 0 there is no thread: the
+trainer produces each batch when it asks for it, as the synchronous loop always did (env and reward
+deadlines are SIGALRM timers, armed on the main thread; elsewhere `faults.deadline` interrupts by an
+asynchronous exception, which cannot break a blocking system call). Batch s may start once the
+sampler holds the weights of step s - 1 - k: at k = 0 that is after step s - 1's sync, so the
+producer and the trainer strictly alternate and the run is the synchronous one; at k = 1 batch s is
+sampled while step s - 1 updates, and trains one version stale. The staleness is corrected by the
+rollout correction (the sampler's logprobs are the behaviour policy, the trainer's recompute the
+proximal one, `algorithms/correction.py`): nothing new.
+
+Versions never mix within a batch: the producer holds the engine's lock for a whole batch, and the
+trainer takes it for a sync (and for hindsight corrections), so no episode is sampled by two
+versions. Which version samples which batch never depends on timing: step s's sync first waits
+for every batch up to s + k (`before_sync`), so batch s is always sampled by step s - 1 - k's
+weights and a run at k = 1 is as reproducible as a synchronous one. Partial rollouts are not
+done: an episode finishes under the weights it started with.
+
+A state checkpoint after step s holds the batches already produced for the steps after it (every
+one that started before step s's sync, so ended: the sync waited for it) and the task sampler as it
+was after the last of them; a resumed run puts them back and produces the rest from there, with the
+checkpoint's weights — those the producer would have used — so it equals the run never stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentic_rl.rollout.loop import RolloutStats
+from agentic_rl.types import TrajectoryGroup
+
+
+@dataclass
+class Produced:
+    """One step's rollouts, as the trainer takes them."""
+
+    step: int
+    kept: list[TrajectoryGroup]  # the groups to train on
+    sampled: list[TrajectoryGroup]  # every group sampled (dynamic sampling may have refilled)
+    stats: RolloutStats
+    version: int  # the sampler's weight version: every token of the batch
+    sampler_metrics: dict[str, float]  # the task sampler's figures after this batch
+    waited_s: float = 0.0  # how long the producer waited for the weights it needed
+
+
+Collect = Callable[[int], tuple[list, list, RolloutStats]]  # step -> (kept, sampled, stats)
+
+
+class Producer:
+    """Start it with the run; each step `take(step)` its batch, `before_sync(step)` before the
+    sync, `synced(step)` once the step is over (its sync, evaluation, checkpoint); `close()` at the end."""
+
+    def __init__(self, run, collect: Collect, first: int, last: int, max_staleness: int,
+                 restored: dict[int, Produced] | None = None):
+        self.run, self.collect, self.last, self.k = run, collect, last, max_staleness
+        self.engine_lock = threading.RLock()  # held for a batch, a sync, a hindsight correction
+        self._cond = threading.Condition()
+        self._synced = first - 1  # the last step over: the sampler holds its weights
+        self._ready: dict[int, Produced] = dict(restored or {})
+        self._next = max([first - 1, *self._ready]) + 1  # the next step to produce
+        self._done = self._next - 1  # the last step produced
+        self._before: dict[int, dict] = {}  # the task sampler before each batch (for `discard`)
+        self._busy = False
+        self._error: BaseException | None = None
+        self._stop = False
+        self._thread = None
+        if self.k > 0:  # at k = 0 the trainer produces each batch itself, on its own thread, when it asks
+            self._thread = threading.Thread(target=self._produce, name="agentic-rl-producer", daemon=True)
+            self._thread.start()
+
+    # ------------------------------------------------------------------ trainer side
+    def take(self, step: int) -> tuple[Produced, float]:
+        """Step `step`'s batch, and how long the trainer waited for it."""
+        t0 = time.perf_counter()
+        if self._thread is None and step not in self._ready:
+            self._next_batch()
+        with self._cond:
+            self._cond.wait_for(lambda: step in self._ready or self._error is not None)
+            if step not in self._ready:
+                raise self._error
+            self._before.pop(step, None)
+            return self._ready.pop(step), time.perf_counter() - t0
+
+    def before_sync(self, step: int) -> None:
+        """Wait until every batch the weights before step `step`'s sync may sample is produced (the
+        steps up to step + k): so which weights sample which batch never depends on timing."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._done >= min(step + self.k, self.last) or self._error is not None)
+            if self._error is not None:
+                raise self._error
+
+    def synced(self, step: int) -> None:
+        """Step `step` is over and the sampler holds its weights: the batches they may sample can start."""
+        with self._cond:
+            self._synced = step
+            self._cond.notify_all()
+
+    def in_flight(self) -> dict[int, Produced]:
+        """The batches produced and not yet taken. Between a step's sync and `synced` the producer is
+        idle (what it started before the sync has ended; what comes next waits for `synced`), so
+        these and the task sampler's state are the whole of what it holds."""
+        with self._cond:
+            assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
+            return dict(self._ready)
+
+    def discard(self) -> None:
+        """Drop the batches not yet taken (the weights changed out of turn — a rollback — so they
+        would train staler than the bound allows) and produce them again from the same tasks."""
+        with self._cond:
+            assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
+            if self._ready:
+                first = min(self._ready)
+                if first in self._before:
+                    self.run.sampler.load_state_dict(self._before[first])
+                self._next, self._done = first, first - 1
+                self._ready.clear()
+                self._before.clear()
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    # ------------------------------------------------------------------ producer side
+    def _produce(self) -> None:
+        try:
+            while self._next_batch():
+                pass
+        except BaseException as e:  # noqa: BLE001 - the trainer raises it when it asks for the batch
+            with self._cond:
+                self._error, self._busy = e, False
+                self._cond.notify_all()
+
+    def _next_batch(self) -> bool:
+        """Wait until the next batch may start, produce it; False when there is none left."""
+        t0 = time.perf_counter()
+        with self._cond:
+            self._cond.wait_for(lambda: self._stop or self._next > self.last or self._synced >= self._next - 1 - self.k)
+            if self._stop or self._next > self.last:
+                return False
+            step, self._busy = self._next, True
+            self._next += 1
+            self._before[step] = self.run.sampler.state_dict()
+        waited = time.perf_counter() - t0
+        with self.engine_lock:
+            version = self.run.engine.version
+            kept, sampled, stats = self.collect(step)
+            batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), waited)
+        with self._cond:
+            self._ready[step], self._done, self._busy = batch, step, False
+            self._cond.notify_all()
+        return True
