@@ -237,7 +237,18 @@ def _load_nothing(worker, path):
         return worker.engine.sync_weights()  # says it loaded, loaded nothing
 
 
-@pytest.mark.parametrize("broken", [_load_nothing, _load_half])
+def _load_wrong_dtype(worker, path):
+    """fp16 bits read as bf16: a classic of hand-written weight transfers."""
+    from safetensors.torch import load_file
+
+    state = {k: v for f in sorted(Path(path).glob("*.safetensors")) for k, v in load_file(f).items()}
+    with worker.lock:
+        worker.engine.model.load_state_dict(
+            {k: v.to(torch.float16).view(torch.bfloat16).float() for k, v in state.items()}, strict=False)
+        return worker.engine.sync_weights()
+
+
+@pytest.mark.parametrize("broken", [_load_nothing, _load_half, _load_wrong_dtype])
 def test_a_broken_weight_update_on_the_server_is_caught_by_the_probe(broken, served, tokenizer, monkeypatch):
     from agentic_rl.engines.probe import SyncProbe, WeightSyncError
     from agentic_rl.engines.server import BatchingWorker
