@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -83,8 +84,9 @@ def main() -> None:
     table = {name: {b: {"tokens_per_s": round(r, 1), f"ratio_to_{yardstick}": round(r / best[yardstick][b], 3)}
                     for b, r in rates.items()} for name, rates in best.items()}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"model": args.model, "threads": torch.get_num_threads(), "engines": table},
-                                  indent=2))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    RESULTS.write_text(json.dumps({"model": args.model, "threads": torch.get_num_threads(), "repeats": args.repeats,
+                                   "date": time.strftime("%Y-%m-%d"), "commit": commit, "engines": table}, indent=2))
     print(f"| engine | batch | tokens/s | ratio to {yardstick} |\n|---|---|---|---|")
     for name, rows in table.items():
         for b, row in rows.items():
