@@ -13,9 +13,10 @@ import torch
 
 
 def resolve_device(name: str) -> torch.device:
-    """"auto" = the first CUDA device when there is one, else the CPU; anything else as torch reads it."""
+    """"auto" = the current CUDA device when there is one (the first; under torchrun, the rank's
+    LOCAL_RANK), else the CPU; anything else as torch reads it."""
     if name == "auto":
-        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"model.device: {name!r} asks for CUDA, which this machine does not have "

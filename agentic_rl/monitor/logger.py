@@ -55,6 +55,19 @@ class MetricsLogger:
             sink.close()
 
 
+class SilentLogger:
+    """The logger of a data-parallel rank other than 0 (rank 0 logs the run): counts, writes nothing."""
+
+    def __init__(self):
+        self.global_step = 0
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.global_step += 1
+
+    def close(self) -> None:
+        pass
+
+
 class _TensorBoard:
     def __init__(self, writer):
         self.writer = writer

@@ -25,15 +25,16 @@ from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
-from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.monitor.logger import MetricsLogger, SilentLogger
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict
+from agentic_rl.trainer.distributed import World, init_world
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.rl_loop import run_rl, sync_probe
 from agentic_rl.trainer.sft import run_sft
-from agentic_rl.trainer.state import Progress, StateStore, restore_rng
+from agentic_rl.trainer.state import Progress, SavedState, StateStore, restore_rng
 
 
 class NotGraduated(ValueError):
@@ -43,19 +44,21 @@ class NotGraduated(ValueError):
 def train(cfg: Config, resume: str | None = None) -> dict:
     """`resume`: "auto" (the latest state of this run, if any) or a state directory."""
     check_config(cfg)
+    world = init_world(cfg.model.device)  # data-parallel under torchrun (`distributed.py`)
     model, tokenizer, spec = prepare(cfg)  # first: a model that fails to load leaves the folder as it was
-    store = StateStore(cfg.run_dir, cfg.checkpoint)
-    saved = store.open(resume)
-    progress = saved.progress if saved else Progress()
-    (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    store, saved = _open_states(cfg, resume, world)
+    progress = saved.progress if saved else Progress(world_size=world.size)
+    if world.main:
+        (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     if progress.rl_adapter:
         model = _rl_shape(model, cfg.model)
     if saved is not None:
         _restore(model, saved)
-    logger = MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
+    logger = (MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
+              if world.main else SilentLogger())
     logger.global_step = progress.logger_step
     run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg, progress.engine_version),
-              logger, store, progress)
+              logger, store, progress, world)
     try:
         return _stages(run, saved)
     finally:
@@ -73,7 +76,7 @@ def _stages(run: Run, saved) -> dict:
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
         losses = run.timed("sft", lambda: run_sft(run.model, tokenizer, spec, cfg, logger, store, progress, saved))
         checked_sync(run.engine, run.model, sync_probe(run.engine, tokenizer, cfg))
-        save_checkpoint(run.model, tokenizer, cfg.run_dir / "checkpoints" / "sft")
+        run.save_weights("sft")
         episodes: dict = {}
         run.held_out("sft", episodes=episodes)
         if cfg.sft.graduation or cfg.sft.require_graduation:  # its format check reads the eval's episodes
@@ -86,13 +89,29 @@ def _stages(run: Run, saved) -> dict:
         run.timed("rl", lambda: run_rl(run.model, tokenizer, run.engine, spec, cfg, logger, store, progress, saved))
         progress.stages.append("rl")
     if cfg.rl.steps:
-        save_checkpoint(run.model, tokenizer, cfg.run_dir / "checkpoints" / "rl")
+        run.save_weights("rl")
         run.held_out("rl", step=cfg.rl.steps)
     logger.close()
-    (cfg.run_dir / "eval.json").write_text(json.dumps(progress.results, indent=2))
-    write_report(cfg.run_dir, tokenizer)
+    if run.world.main:
+        (cfg.run_dir / "eval.json").write_text(json.dumps(progress.results, indent=2))
+        write_report(cfg.run_dir, tokenizer)
     store.wait()  # the last state, written while the model was evaluated
     return progress.results
+
+
+def _open_states(cfg: Config, resume: str | None, world: World) -> tuple[StateStore, SavedState | None]:
+    """The run's state store and the state to resume from; rank 0 prepares the folder (clears or cuts
+    its logs) before the other ranks read it. A state resumes at the world size that wrote it."""
+    store = StateStore(cfg.run_dir, cfg.checkpoint, writes=world.main)
+    saved = store.open(resume) if world.main else None
+    world.barrier()
+    if not world.main:
+        saved = store.open(resume)
+    if saved is not None and saved.progress.world_size != world.size:
+        raise ValueError(f"the state {saved.path} was written by {saved.progress.world_size} data-parallel "
+                         f"process(es); resume it with torchrun --nproc-per-node {saved.progress.world_size} "
+                         f"(this run has {world.size})")
+    return store, saved
 
 
 def seed_everything(seed: int) -> None:
@@ -126,6 +145,7 @@ class Run:
     logger: MetricsLogger
     store: StateStore
     progress: Progress
+    world: World = World()
 
     def timed(self, name: str, fn: Callable):
         t0 = time.perf_counter()
@@ -141,6 +161,11 @@ class Run:
         results[name] = self.timed(f"eval_{name}", lambda: evaluate(
             self.engine, self.tokenizer, self.spec, self.cfg, fewshot, name, episodes=episodes))
         self.logger.log({"step": step, "stage": "eval", "model": name, **accuracies(results[name])})
+
+    def save_weights(self, stage: str) -> None:
+        """The stage's weights as a model checkpoint (checkpoints/<stage>), by rank 0."""
+        if self.world.main:
+            save_checkpoint(self.model, self.tokenizer, self.cfg.run_dir / "checkpoints" / stage)
 
     def done(self, stage: str, weights: bool) -> None:
         """The stage is over: a state checkpoint (with the weights, when the stage changed them)."""
@@ -180,10 +205,12 @@ def _graduate(run: Run, losses, evaluated=()) -> None:
     report = run.timed("graduation", lambda: graduation_report(run.engine, run.tokenizer, run.spec, cfg, losses,
                                                                evaluated))
     results["graduation"] = report.to_dict()
-    (cfg.run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
+    if run.world.main:
+        (cfg.run_dir / "graduation.json").write_text(json.dumps(report.to_dict(), indent=2))
     print(report.summary())
     if cfg.sft.require_graduation and not report.graduated:
         run.logger.close()
-        (cfg.run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+        if run.world.main:
+            (cfg.run_dir / "eval.json").write_text(json.dumps(results, indent=2))
         raise NotGraduated(f"SFT did not graduate, so RL does not start ({cfg.run_dir / 'graduation.json'}): "
                            f"{report.summary()}")

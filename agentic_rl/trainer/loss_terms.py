@@ -150,11 +150,11 @@ class ValueTerm:
 @dataclass(frozen=True)
 class HindsightTerm:
     """coef x the token-mean NLL of the verified corrections' actions (on the student's context
-    without the hint); its normalizer is the corrections' own token count."""
+    without the hint); its normalizer is the corrections' own token count (every rank's)."""
 
     coef: float
 
-    def __call__(self, out: PolicyOutputs, batch: Batch, norm: torch.Tensor) -> tuple[torch.Tensor, UpdateStats]:
+    def __call__(self, out: PolicyOutputs, batch: Batch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
         nll = -(out.logprobs * batch.loss_mask).sum() / norm
         return self.coef * nll, UpdateStats(hindsight_nll=float(nll.detach()))
 

@@ -28,11 +28,12 @@ from agentic_rl.rollout.hindsight import reference_solutions
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
 from agentic_rl.trainer.critic import make_critic
+from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.episodes import episodes, hindsight_options
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.loss_terms import build_loss
-from agentic_rl.trainer.remedies import Remedies
 from agentic_rl.trainer.producer import Producer
+from agentic_rl.trainer.remedies import Remedies
 from agentic_rl.trainer.rl_step import RLRun, collect, rl_step
 from agentic_rl.trainer.sft import adamw
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
@@ -66,7 +67,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         _steps(run, cfg, monitor, remedies, store, progress)
     finally:
         run.producer.close()
-    if run.scorer.critic is not None:
+    if run.scorer.critic is not None and run.parallel.world.main:
         run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
 
 
@@ -125,7 +126,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                 build_loss(cfg, model, reference, critic, teachers),
                 Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
                 logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
-                sync_probe(engine, tokenizer, cfg))
+                sync_probe(engine, tokenizer, cfg), parallel=DataParallel(model))
     return run, monitor, remedies
 
 

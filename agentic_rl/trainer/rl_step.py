@@ -41,6 +41,7 @@ from agentic_rl.rollout.hindsight import (
 from agentic_rl.rollout.loop import RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import Scorer, assign_credit
+from agentic_rl.trainer.distributed import DataParallel, gather_rollouts, world
 from agentic_rl.trainer.episodes import Episodes
 from agentic_rl.trainer.loss_terms import Loss, build_loss
 from agentic_rl.trainer.producer import Producer
@@ -71,6 +72,7 @@ class RLRun:
     hindsight_engine: object = None  # the engine that writes corrections; None = the policy's own
     probe: SyncProbe | None = None  # checks every weight sync (`engines/probe.py`); None = unchecked
     producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
+    parallel: DataParallel | None = None  # this rank's share of data-parallel training (`distributed.py`)
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -106,12 +108,13 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     if fixes is not None:
         rollout_row.update(hindsight_attempts=fixes.attempts, hindsight_verified=len(fixes.corrections),
                            hindsight_rate=len(fixes.corrections) / max(fixes.attempts, 1))
+    if fixes is not None and run.parallel.world.main:
         write_trajectories(cfg.run_dir / "trajectories" / "hindsight.jsonl", fixes.corrections, run.tokenizer,
                            None, step)
     # 6. update
     batch = UpdateBatch(RolloutBatch(tuple(groups), version), credit, fixes.corrections if fixes else ())
     update_row = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
-                           run.scorer.critic)
+                           run.scorer.critic, run.parallel)
     # 7. the sampler gets the new weights, checked by the probe
     t_sync = time.perf_counter()
     run.producer.before_sync(step)  # the batches the old weights may still sample are done
@@ -123,8 +126,9 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # 8. log
     trajs = [t for g in groups for t in g.trajectories]
     k = cfg.log.trajectories_per_step
-    write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], run.tokenizer,
-                       credit.advantages[:k], step)
+    if run.parallel.world.main:
+        write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], run.tokenizer,
+                           credit.advantages[:k], step)
     record = StepRecord(step, rollout_row, update_row, produced.sampler_metrics, version,
                         run.optimizer.param_groups[0]["lr"], stats, time.perf_counter() - t0,
                         len(sampled), len(groups), peak_rss_gb())
@@ -134,13 +138,16 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
 
 def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup], RolloutStats]:
     """`n` tasks from the sampler, `group_size` episodes each, scored (outcome, then per-turn process
-    rewards when the recipe names them); the sampler learns their pass rates."""
-    ep, rl = run.episodes, run.cfg.rl
-    groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, run.sampler.sample(n), rl.tasks.group_size,
-                            ep.params, ep.budget, seed=seed)
+    rewards when the recipe names them); the sampler learns their pass rates. Data-parallel ranks
+    roll out their shares of the tasks, and every rank gets every group."""
+    ep, rl, w = run.episodes, run.cfg.rl, world()
+    tasks = w.share(run.sampler.sample(n))  # data-parallel ranks each roll out their share
+    groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, rl.tasks.group_size,
+                            ep.params, ep.budget, seed=seed + 7_919_777 * w.rank)
     groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
     if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
         groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
+    groups, stats = gather_rollouts(groups, stats)
     run.sampler.update(scored(groups))  # pass rates of what the policy did
     return groups, stats
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import torch
 from tqdm import tqdm
@@ -25,26 +26,33 @@ from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.sft_data import load_sft_file
 from agentic_rl.trainer.batching import make_batch, make_packed_batch, pack
 from agentic_rl.trainer.config import Config, SFTConfig
+from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.state import Progress, SavedState, StateStore
 from agentic_rl.types import Trajectory
 
 
-def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, precision: str) -> dict[str, float]:
+def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, precision: str,
+             parallel: DataParallel | None = None) -> dict[str, float]:
     """One optimizer step of token-mean negative log-likelihood over the action tokens. A micro-batch
-    holds trajectories, or packed rows (lists of trajectories sharing a row)."""
+    holds trajectories, or packed rows (lists of trajectories sharing a row). `parallel`: every
+    rank passes the whole step and trains its share of the micro-batches (`distributed.py`)."""
+    parallel = parallel or DataParallel(model)
     model.train()
     optimizer.zero_grad(set_to_none=True)
     device = device_of(model)
-    batches = [(make_packed_batch(mb, pad_id) if isinstance(mb[0], list) else make_batch(mb, pad_id)).to(device)
+    batches = [(make_packed_batch(mb, pad_id) if isinstance(mb[0], list) else make_batch(mb, pad_id))
                for mb in micro_batches]
-    tokens = sum(float(b.loss_mask.sum()) for b in batches)
-    total = 0.0
-    for batch in batches:
+    tokens = max(sum(float(b.loss_mask.sum()) for b in batches), 1.0)  # every rank's
+
+    def nll(batch) -> tuple[torch.Tensor, float]:
+        batch = batch.to(device)
         with autocast(precision, device):
-            logp, _ = token_logprobs(model, batch)
-        loss = -(logp * batch.loss_mask).sum() / max(tokens, 1.0)
-        loss.backward()
-        total += float(loss.detach())
+            logp = parallel.forward(batch).logprobs
+        loss = -(logp * batch.loss_mask).sum() / tokens
+        return loss, float(loss.detach())
+
+    losses = parallel.backward([partial(nll, b) for b in parallel.world.share(batches)])
+    total = sum(parallel.world.gather(sum(losses)))
     grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
     optimizer.step()
     model.eval()
@@ -78,7 +86,8 @@ def sft_optimizer(model, lr: float) -> torch.optim.Optimizer:
 
 
 def sft_steps(model, trajectories: Sequence[Trajectory], s: SFTConfig, pad_id: int, precision: str,
-              optimizer: torch.optim.Optimizer, start_step: int = 0) -> Iterator[tuple[int, dict[str, float]]]:
+              optimizer: torch.optim.Optimizer, start_step: int = 0,
+              parallel: DataParallel | None = None) -> Iterator[tuple[int, dict[str, float]]]:
     """Trains; yields (optimizer step, its metrics) after each step. With `s.pack` > 0 whole
     trajectories are packed into rows of at most that many tokens, and `s.batch_size` counts rows. A
     resumed run passes its restored `optimizer` and the steps already done (`start_step`): the data
@@ -98,7 +107,7 @@ def sft_steps(model, trajectories: Sequence[Trajectory], s: SFTConfig, pad_id: i
             chunk = [trajectories[i] for i in order[k : k + per_step]]
             micro = [chunk[j : j + s.batch_size] for j in range(0, len(chunk), s.batch_size)]
             t0 = time.perf_counter()
-            metrics = sft_step(model, optimizer, micro, pad_id, precision)
+            metrics = sft_step(model, optimizer, micro, pad_id, precision, parallel)
             step += 1
             metrics["time_step_s"] = time.perf_counter() - t0
             yield step, metrics
@@ -133,7 +142,7 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
     losses: list[float] = progress.sft_losses
     every = cfg.checkpoint.sft_every
     for step, metrics in sft_steps(model, train_data, s, tokenizer.pad_token_id, cfg.model.precision, optimizer,
-                                   progress.sft_step):
+                                   progress.sft_step, DataParallel(model)):
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
         losses.append(metrics["loss"])

@@ -72,6 +72,7 @@ class Progress:
     files: dict[str, int] = field(default_factory=dict)  # run-dir-relative path -> size in bytes
     logger_step: int = 0
     engine_version: int = 0
+    world_size: int = 1  # data-parallel ranks (a state resumes at the same number)
     bad_steps: int = 0  # consecutive RL steps skipped for a non-finite loss or gradient
     metric: float | None = None  # checkpoint.best_metric's value at this state
 
@@ -100,7 +101,10 @@ def restore_rng(state: dict) -> None:
 class StateStore:
     """The run's state checkpoints: save, find the latest, restore the run's files, retention."""
 
-    def __init__(self, run_dir: Path, cfg: CheckpointConfig):
+    def __init__(self, run_dir: Path, cfg: CheckpointConfig, writes: bool = True):
+        """`writes`: this process writes the states and cuts the logs (data-parallel: rank 0 only;
+        the other ranks read the states it wrote)."""
+        self.writes = writes
         self.run_dir = run_dir
         self.root = run_dir / "checkpoints" / "state"
         self.cfg = cfg
@@ -124,17 +128,19 @@ class StateStore:
         logs and states from the folder."""
         self.wait()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for tmp in self.root.glob(".tmp-*") if self.root.exists() else []:  # writes a run did not finish
+        for tmp in self.root.glob(".tmp-*") if self.root.exists() and self.writes else []:  # unfinished writes
             shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
         path = self._find(resume)
         if path is None:
-            if resume == "auto":
+            if resume == "auto" and self.writes:
                 print(f"no state to resume in {self.root}: starting afresh", file=sys.stderr)
-            self._fresh()
+            if self.writes:
+                self._fresh()
             return None
         progress = Progress(**json.loads((path / "progress.json").read_text()))
         self.seq = progress.seq
-        self._cut_files(progress.files)
+        if self.writes:
+            self._cut_files(progress.files)
         print(f"resuming from {path} (stages done: {', '.join(progress.stages) or 'none'}, "
               f"RL step {progress.rl_step})", file=sys.stderr)
         return SavedState(path, progress)
@@ -172,6 +178,9 @@ class StateStore:
         `checkpoint.async_save`. `model=None`: the weights are the loaded ones."""
         self.wait()
         self.seq += 1
+        final = self.root / f"{self.seq:04d}-{label}"
+        if not self.writes:
+            return final
         progress = dataclasses.replace(progress, seq=self.seq, files={
             str(p.relative_to(self.run_dir)): p.stat().st_size for p in _log_files(self.run_dir)})
         texts = {"progress.json": json.dumps(dataclasses.asdict(progress), indent=1)}
@@ -180,7 +189,6 @@ class StateStore:
         objects = {"extras": {"rng": capture_rng(), **(extras or {})}}
         objects.update((name, obj.state_dict()) for name, obj in (("model", model), ("optimizer", optimizer),
                                                                    ("critic", critic)) if obj is not None)
-        final = self.root / f"{self.seq:04d}-{label}"
         if not self.cfg.async_save:
             self._write(final, texts, objects)
             return final
@@ -237,6 +245,8 @@ class StateStore:
         return self.root / "reference.pt"
 
     def save_reference(self, model) -> None:
+        if not self.writes:
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / ".tmp-reference.pt"
         torch.save(model.state_dict(), tmp)

@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 
@@ -36,6 +37,7 @@ from agentic_rl.models.precision import autocast
 from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_rows
 from agentic_rl.trainer.config import OptimConfig
 from agentic_rl.trainer.credit import Credit
+from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.loss_terms import DistillTerm, Loss, MicroBatch
 from agentic_rl.trainer.stats import UpdateStats
 from agentic_rl.types import RolloutBatch, Trajectory, TrajectoryGroup
@@ -87,11 +89,14 @@ def _without_infra_failures(w: GroupWork) -> GroupWork:
 
 
 def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConfig, pad_id: int,
-              critic=None) -> dict[str, float]:
+              critic=None, parallel: DataParallel | None = None) -> dict[str, float]:
     """`optim.epochs` passes of `optim.minibatches` optimizer steps over the groups. Hindsight
     corrections join the first optimizer step (a step of their own when no group has signal).
-    `critic`: a critic module trained by the value term, put in training mode for the update."""
+    `critic`: a critic module trained by the value term, put in training mode for the update.
+    `parallel`: this rank's share of data-parallel training (`distributed.py`); every rank passes
+    the whole batch, each trains its share of every minibatch."""
     start = time.perf_counter()
+    parallel = parallel or DataParallel(model)
     if batch.corrections and loss.hindsight is None:
         raise ValueError("hindsight corrections to train on, but no hindsight term (hindsight.coef is 0)")
     work = [w for w in group_work(batch) if loss.regularized or any(bool(a.any()) for a in w.advantages)]
@@ -99,16 +104,18 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     modules = [m for m in (model, critic) if m is not None]
     for m in modules:
         m.train()
-    if optim.epochs * min(optim.minibatches, len(work)) > 1:  # optimizer steps before some groups' forward
-        work = [_with_proximal(model, w, loss, pad_id) for w in work]
+    parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
+    if optim.epochs * len(parts) > 1:  # optimizer steps before some groups' forward
+        mine = {i for part in parts for i in parallel.world.share(part)}
+        work = [_with_proximal(model, w, loss, pad_id) if i in mine else w for i, w in enumerate(work)]
     for epoch in range(optim.epochs):
-        parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
         for k, part in enumerate(parts):
             step = Step(on_policy=epoch == 0 and k == 0, first_epoch=epoch == 0)
-            stats.add(_minibatch_step(model, optimizer, [work[i] for i in part], loss, optim, pad_id, step,
-                                      corrections=batch.corrections if step.on_policy else ()))
+            stats.add(_minibatch_step(parallel, optimizer, [work[i] for i in part], loss, optim, pad_id, step,
+                                      corrections=batch.corrections if step.on_policy else (), critic=critic))
     for m in modules:
         m.eval()
+    stats = _over_ranks(parallel, stats)
     out = stats.metrics(critic is not None, any(isinstance(t, DistillTerm) for t in loss.terms),
                         bool(batch.corrections))
     out.update(groups_trained=len(work), time_train_s=time.perf_counter() - start)
@@ -132,25 +139,29 @@ def _with_proximal(model, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
     return replace(w, proximal=trajectory_rows(logprobs, batch, w.group))
 
 
-def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, optim: OptimConfig, pad_id: int,
-                    step: Step, corrections: Sequence[Trajectory] = ()) -> UpdateStats:
-    """One optimizer step over `work`: the micro-batches' backward passes (then the corrections'),
-    the shared prompt's, a clipped gradient, and the step (skipped when the gradient is not finite)."""
-    stats = UpdateStats()
-    trained = [t for w in work for t in w.group.trajectories if not (loss.mask_truncated and t.truncated)]
+def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork], loss: Loss, optim: OptimConfig,
+                    pad_id: int, step: Step, corrections: Sequence[Trajectory] = (), critic=None) -> UpdateStats:
+    """One optimizer step over `work` (this rank's share of it): the micro-batches' backward passes
+    (then the corrections'), the shared prompt's, a clipped gradient, and the step (skipped when the
+    gradient is not finite). The normalizers count the whole minibatch, every rank's rows."""
+    stats, model, w = UpdateStats(), parallel.model, parallel.world
+    trained = [t for g in work for t in g.group.trajectories if not (loss.mask_truncated and t.truncated)]
     norm = loss.normalizer(trained)
     optimizer.zero_grad(set_to_none=True)
-    micros = split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
-    micro_rows = [[t for w in micro for t in w.group.trajectories] for micro in micros]
-    with autocast(loss.precision, device_of(model)):  # the system prompt, forwarded once for every micro-batch
-        shared = shared_prompt(model, micro_rows + ([list(corrections)] if corrections else []))
-    for micro, rows in zip(micros, micro_rows):
-        value, micro_stats = _micro_loss(model, micro, rows, loss, norm, pad_id, step, shared)
-        value.backward()
-        micro_stats.loss = float(value.detach())
-        stats.add(micro_stats)
-    if corrections:
-        stats.add(_hindsight_backward(model, corrections, loss, pad_id, shared))
+    micros = split_ragged(micro_batches(w.share(work), optim.micro_batch_rows, _route(loss)))
+    micro_rows = [[t for g in micro for t in g.group.trajectories] for micro in micros]
+    fixes = w.share(corrections)
+    shared = None
+    if parallel.shares_prompt_forward:  # the system prompt, forwarded once for every micro-batch
+        with autocast(loss.precision, device_of(model)):
+            shared = shared_prompt(model, micro_rows + ([list(fixes)] if fixes else []))
+    passes = [partial(_micro_loss, parallel, micro, rows, loss, norm, pad_id, step, shared)
+              for micro, rows in zip(micros, micro_rows)]
+    if fixes:
+        fix_norm = max(float(sum(sum(t.loss_mask()) for t in corrections)), 1.0)
+        passes.append(partial(_hindsight_loss, parallel, fixes, loss, pad_id, fix_norm, shared))
+    for pass_stats in parallel.backward(passes, extra=_outside(critic, model)):
+        stats.add(pass_stats)
     if shared is not None:  # after every backward that read the prompt's cache
         shared.backward()
     params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -164,15 +175,15 @@ def _minibatch_step(model, optimizer, work: Sequence[GroupWork], loss: Loss, opt
     return stats
 
 
-def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss, norm: float, pad_id: int,
-                step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+def _micro_loss(parallel: DataParallel, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss,
+                norm: float, pad_id: int, step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
     """One forward pass of the micro-batch's rows, and the sum of the loss terms on it."""
-    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages]).to(device_of(model))
+    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages]).to(device_of(parallel.model))
     mask = batch.loss_mask
     if loss.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
         mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows], device=mask.device))
     with autocast(loss.precision, mask.device):
-        out = policy_forward(model, batch, loss.temperature, shared=shared, **loss.forward_needs())
+        out = parallel.forward(batch, temperature=loss.temperature, shared=shared, **loss.forward_needs())
     proximal = (out.logprobs.detach() if step.on_policy
                 else batch_layout([p for w in micro for p in w.proximal], batch) * batch.loss_mask)
     c = loss.correction
@@ -189,7 +200,9 @@ def _micro_loss(model, micro: Sequence[GroupWork], rows: Sequence[Trajectory], l
         value, term_stats = term(out, mb, norm)
         total = value if total is None else total + value
         stats.add(term_stats)
-    return (total if total is not None else torch.zeros((), device=mask.device)), stats
+    total = total if total is not None else torch.zeros((), device=mask.device)
+    stats.loss = float(total.detach())
+    return total, stats
 
 
 def _token_stats(out, mb: MicroBatch) -> UpdateStats:
@@ -220,15 +233,34 @@ def _correction_stats(mb: MicroBatch, c: Correction) -> UpdateStats:
                        corrected_rows=rows)
 
 
-def _hindsight_backward(model, corrections: Sequence[Trajectory], loss: Loss, pad_id: int,
-                        shared: SharedPrompt | None) -> UpdateStats:
-    """The hindsight term on the corrections, into the same gradient as the RL loss."""
-    batch = make_batch(corrections, pad_id).to(device_of(model))
+def _hindsight_loss(parallel: DataParallel, corrections: Sequence[Trajectory], loss: Loss, pad_id: int, norm: float,
+                    shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+    """The hindsight term on (this rank's share of) the corrections, normalized by every
+    correction's tokens; its gradient joins the RL loss's."""
+    batch = make_batch(corrections, pad_id).to(device_of(parallel.model))
     with autocast(loss.precision, batch.input_ids.device):
-        out = policy_forward(model, batch, shared=shared)
-    value, stats = loss.hindsight(out, batch, batch.loss_mask.sum().clamp(min=1.0))
-    value.backward()
-    return stats
+        out = parallel.forward(batch, shared=shared)
+    return loss.hindsight(out, batch, norm)
+
+
+def _outside(critic, model) -> list[torch.nn.Parameter]:
+    """A critic's trainable parameters that are not the policy's (its head, its own backbone)."""
+    if critic is None:
+        return []
+    policy = {id(p) for p in model.parameters()}
+    return [p for p in critic.parameters() if p.requires_grad and id(p) not in policy]
+
+
+def _over_ranks(parallel: DataParallel, stats: UpdateStats) -> UpdateStats:
+    """The update's statistics summed over every rank's rows (the optimizer steps, the same on
+    every rank, counted once)."""
+    if parallel.world.size == 1:
+        return stats
+    total, *others = parallel.world.gather(stats)
+    for other in others:
+        other.grad_norms, other.nonfinite_minibatches = [], 0
+        total.add(other)
+    return total
 
 
 def _route(loss: Loss):

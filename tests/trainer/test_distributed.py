@@ -1,0 +1,156 @@
+"""Data-parallel training (`trainer/distributed.py`) on 2 real processes with the gloo backend: one
+update split across the ranks equals the single-process update of the same batch.
+
+SGD with no clipping, so a weight's change is the gradient times -LR (an Adam step would turn
+reduction-order noise into whole steps; LR lifts the policy gradient of a random tiny model, ~1e-6,
+well above the weights' float resolution); fp32. The groups have very different lengths, so the ranks
+hold unequal token counts: a per-rank normalizer (the mean of per-rank token means) gives another
+gradient, and the test shows that it does, so the comparison can fail.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.credit import compute_credit
+from agentic_rl.trainer.distributed import DataParallel, World
+from agentic_rl.trainer.loss_terms import build_loss
+from agentic_rl.trainer.sft import sft_step
+from agentic_rl.trainer.update import UpdateBatch, rl_update
+from agentic_rl.types import RolloutBatch, Task, Trajectory, TrajectoryGroup, Turn
+
+PAD = 0
+LR = 1e3
+
+
+def _trajectory(task: int, n_action: int, reward: float, gen: torch.Generator) -> Trajectory:
+    prompt = (*range(10, 22), 300 + task)  # a shared system prompt, then the task's own token
+    action = tuple(int(x) for x in torch.randint(100, 5000, (n_action,), generator=gen))
+    obs = tuple(int(x) for x in torch.randint(100, 5000, (3,), generator=gen))
+    final = tuple(int(x) for x in torch.randint(100, 5000, (2,), generator=gen))
+    turns = (Turn(prompt, action, (-1.0,) * n_action, "a", "stop"), Turn(obs, final, (-1.0,) * 2, "b", "eos"))
+    return Trajectory(Task(str(task), "p"), turns, reward=reward)
+
+
+def _groups(lengths=(3, 40, 5), rewards=((1.0, 0.0), (0.0, 1.0), (1.0, 0.3))) -> list[TrajectoryGroup]:
+    """Group i's actions are `lengths[i]` tokens long: with 2 ranks sharing groups 0, 2 | 1 the ranks
+    train 24 and 84 tokens."""
+    gen = torch.Generator().manual_seed(3)
+    return [TrajectoryGroup(Task(str(i), "p"), tuple(_trajectory(i, n, r, gen) for r in rs))
+            for i, (n, rs) in enumerate(zip(lengths, rewards))]
+
+
+def _rl_delta(tokenizer, world: World, minibatches: int, groups=None, corrections=False):
+    """The weights' change after one rl_update (SGD at LR) and its metrics, on `world`."""
+    from agentic_rl.models.loader import tiny_model
+
+    cfg = load_config("recipes/tiny.yaml", [f"rl.optim.lr={LR}", "rl.optim.max_grad_norm=1e9",
+                                            f"rl.optim.minibatches={minibatches}", "hindsight.coef=0.5"])
+    model = tiny_model(tokenizer, seed=0).eval()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    groups = groups if groups is not None else _groups()
+    fixes = tuple(_trajectory(9 + i, n, 1.0, torch.Generator().manual_seed(i)) for i, n in enumerate((4, 30, 6)))
+    batch = UpdateBatch(RolloutBatch(tuple(groups)), compute_credit(groups, cfg.rl.algorithm),
+                        fixes if corrections else ())
+    metrics = rl_update(model, torch.optim.SGD(model.parameters(), lr=LR), batch, build_loss(cfg, model),
+                        cfg.rl.optim, PAD, parallel=DataParallel(model, world))
+    return {n: p.detach() - before[n] for n, p in model.named_parameters()}, metrics
+
+
+def _sft_delta(tokenizer, world: World):
+    from agentic_rl.models.loader import tiny_model
+
+    model = tiny_model(tokenizer, seed=0).eval()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows = [t for g in _groups() for t in g.trajectories]
+    micro = [rows[0:2], rows[2:4], rows[4:6]]  # 24, 84 and 28 action tokens
+    metrics = sft_step(model, torch.optim.SGD(model.parameters(), lr=1.0), micro, PAD, "fp32",
+                       DataParallel(model, world))
+    return {n: p.detach() - before[n] for n, p in model.named_parameters()}, metrics
+
+
+def _worker(rank: int, size: int, init: str, out: str) -> None:
+    from agentic_rl.models.loader import load_tokenizer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=size)
+    try:
+        tokenizer, w = load_tokenizer("tiny"), World(rank, size)
+        torch.save({"rl_one": _rl_delta(tokenizer, w, 1), "rl_two": _rl_delta(tokenizer, w, 2, corrections=True),
+                    "sft": _sft_delta(tokenizer, w)}, Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    """What each of 2 gloo processes computed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_worker, args=(2, f"{tmp}/init", tmp), nprocs=2, join=True)
+        yield [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(2)]
+
+
+@pytest.mark.parametrize("n,size", [(0, 2), (1, 2), (5, 2), (7, 3), (8, 4)])
+def test_shares_of_every_rank_put_back_together_are_the_items_in_order(n, size):
+    """The invariant the gathered rollouts and evaluations rely on: each item in exactly one rank's
+    share, and `unshare` restores the order, whatever the remainder."""
+    items = list(range(n))
+    shares = [World(r, size).share(items) for r in range(size)]
+    assert sorted(i for s in shares for i in s) == items
+    assert World(0, size).unshare(shares) == items
+
+
+def _assert_same_update(got: dict, want: dict) -> float:
+    """Equal within fp32 reduction-order noise: 1e-4 of the largest change. Returns that tolerance."""
+    scale = max(float(d.abs().max()) for d in want.values())
+    assert scale > 1e-3  # the update moved the weights
+    for name, d in want.items():
+        torch.testing.assert_close(got[name], d, rtol=1e-3, atol=1e-4 * scale, msg=name)
+    print("max gap / scale", max(float((got[n] - want[n]).abs().max()) for n in want) / scale)
+    return 1e-4 * scale
+
+
+@pytest.mark.parametrize("case,minibatches,corrections", [("rl_one", 1, False), ("rl_two", 2, True)])
+def test_a_data_parallel_rl_update_equals_the_single_process_update(tokenizer, ranks, case, minibatches, corrections):
+    """Two ranks, three groups of unequal lengths. With two minibatches (and hindsight corrections of
+    unequal lengths) the second minibatch holds one group, so rank 1 has no rows there and joins the
+    reduction with the zero pass. The ranks end with identical weights, equal to one process's."""
+    want, want_metrics = _rl_delta(tokenizer, World(), minibatches, corrections=corrections)
+    (d0, m0), (d1, m1) = ranks[0][case], ranks[1][case]
+    for name in want:
+        assert torch.equal(d0[name], d1[name]), name
+    _assert_same_update(d0, want)
+    for key in ("trained_tokens", "optimizer_steps", "entropy", *(("hindsight_nll",) if corrections else ())):
+        assert m0[key] == pytest.approx(want_metrics[key], rel=1e-5), key
+        assert m1[key] == m0[key], key
+
+
+def test_a_per_rank_normalizer_would_give_another_update(tokenizer):
+    """The witness that the comparison above can fail: each rank's groups normalized by its own tokens
+    and the two gradients averaged (what DDP's mean over per-rank token means gives) is far from the
+    update of the whole batch, because the ranks hold 24 and 84 tokens."""
+    groups = _groups()
+    whole, _ = _rl_delta(tokenizer, World(), 1, groups)
+    per_rank = [_rl_delta(tokenizer, World(), 1, share)[0] for share in (groups[0::2], groups[1::2])]
+    naive = {n: (per_rank[0][n] + per_rank[1][n]) / 2 for n in whole}
+    scale = max(float(d.abs().max()) for d in whole.values())
+    assert max(float((naive[n] - whole[n]).abs().max()) for n in whole) > 100 * 1e-4 * scale
+
+
+def test_a_data_parallel_sft_step_equals_the_single_process_step(tokenizer, ranks):
+    """Three micro-batches of 24, 84 and 28 trained tokens over two ranks (two and one): the token mean
+    over the whole step."""
+    want, want_metrics = _sft_delta(tokenizer, World())
+    (d0, m0), (d1, _) = ranks[0]["sft"], ranks[1]["sft"]
+    for name in want:
+        assert torch.equal(d0[name], d1[name]), name
+    _assert_same_update(d0, want)
+    assert m0["loss"] == pytest.approx(want_metrics["loss"], rel=1e-5)
+    assert m0["trained_tokens"] == want_metrics["trained_tokens"]
