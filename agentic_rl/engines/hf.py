@@ -82,8 +82,10 @@ class HFEngine:
         from, at temperature 1 (what our server answers for `prompt_logprobs`)."""
         return sequence_logprobs(self._infer, ids)
 
-    def session(self, seed: int = 0) -> HFSession:
-        return HFSession(self, seed)
+    def session(self, seed: int = 0, row_seeds: Mapping[int, int] | None = None) -> HFSession:
+        """`row_seeds`: a generator per row (episode), so a row's draws do not depend on which other
+        rows share its batch (rollout.rng: episode); else one generator for the batch."""
+        return HFSession(self, seed, row_seeds)
 
 
 def _eos_ids(tokenizer, model) -> frozenset[int]:
@@ -106,9 +108,11 @@ class HFSession:
     Rows whose episode ended are compacted out of the cache.
     """
 
-    def __init__(self, engine: HFEngine, seed: int):
+    def __init__(self, engine: HFEngine, seed: int, row_seeds: Mapping[int, int] | None = None):
         self.engine = engine
         self.generator = torch.Generator().manual_seed(seed)  # on the host: the same draws on every device
+        self.row_generators = ({r: torch.Generator().manual_seed(s) for r, s in row_seeds.items()}
+                               if row_seeds is not None else None)
         self.device = engine.device
         self.rows: list[int] = []
         self.cache: GrowableCache | None = None
@@ -132,7 +136,7 @@ class HFSession:
         state = {r: _Action(limit(r)) for r in self.rows}
         parked: dict[int, list[int]] = {}  # rows waiting to feed [last token, *observation]
         while self.rows:
-            tokens, lps = _sample(logits, params, self.generator)
+            tokens, lps = _sample(logits, params, self._generators(state, parked))
             for i, row in enumerate(self.rows):
                 act = state.get(row)
                 if act is None or row in parked:  # over, or waiting for its observation to be fed
@@ -154,6 +158,13 @@ class HFSession:
                 break
             self._compact(state)
             logits = self._step(state, parked)
+
+    def _generators(self, state: Mapping[int, _Action], parked: Mapping[int, list[int]]):
+        """The batch's generator, or per row: a decoding row's own, None for a row whose sample is not
+        used (over, or waiting for its observation), which then draws nothing."""
+        if self.row_generators is None:
+            return self.generator
+        return [self.row_generators[r] if r in state and r not in parked else None for r in self.rows]
 
     def _step(self, state: Mapping[int, _Action], parked: dict[int, list[int]]) -> torch.Tensor:
         """One decode step: every live row feeds its last token; waiting rows get their observations
@@ -321,8 +332,23 @@ def _common_prefix(seqs: list[tuple[int, ...]]) -> int:
     return n
 
 
-def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator):
-    """Next tokens (R,) and their logprobs (R,) under the tempered distribution."""
+def _sample_per_row(logp: torch.Tensor, probs: torch.Tensor, generators: Sequence):
+    """Gumbel-max with each row's own noise: argmax(log p + Gumbel) is a draw from p. A row's token
+    then changes only if its two best perturbed scores are within the logits' rounding, not — as an
+    inverse-CDF draw would — whenever its uniform lands that close to any of the vocabulary's cumulative
+    sums; so the same episode samples the same tokens in batches of another shape. A row with no
+    generator draws nothing."""
+    V = logp.shape[-1]
+    noise = torch.stack([-torch.empty(V).exponential_(generator=g).log() if g is not None else torch.zeros(V)
+                         for g in generators]).to(logp.device)
+    scores = torch.where(probs > 0, logp.float(), float("-inf")) + noise
+    tokens = scores.argmax(dim=-1)
+    return tokens, logp.gather(1, tokens[:, None])[:, 0]
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | Sequence):
+    """Next tokens (R,) and their logprobs (R,) under the tempered distribution. `generator`: one for
+    the batch, or one per row (None: the row draws nothing and its token is not used)."""
     if params.temperature == 0:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = logp.argmax(dim=-1)
@@ -334,6 +360,8 @@ def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Gener
         outside = sorted_p.cumsum(-1) - sorted_p > params.top_p
         sorted_p = sorted_p.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter(1, order, sorted_p)
+    if not isinstance(generator, torch.Generator):
+        return _sample_per_row(logp, probs, generator)
     # Inverse-CDF sampling: one uniform per row. torch.multinomial draws an exponential for every
     # vocabulary entry, which cost more than the model's matmuls at batch 32 here.
     cdf = probs.cumsum(dim=-1)

@@ -68,8 +68,12 @@ def rollout(
     params: SamplingParams,
     budget: Budget,
     seed: int = 0,
+    episode_seeds: Sequence[int] | None = None,
 ) -> tuple[list[TrajectoryGroup], RolloutStats]:
-    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset)."""
+    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset).
+    `episode_seeds` (one per episode, `episode_seeds()`): each episode draws from its own generator,
+    so it samples the same tokens whichever episodes share its batch, process or worker (the
+    embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
 
@@ -105,13 +109,20 @@ def rollout(
     for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
         live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
         if live:
-            engine.session(seed + lo).run(live, params, on_stop, max_new=room, on_error=on_error)
+            rows = {"row_seeds": {i: episode_seeds[i] for i in live}} if episode_seeds is not None else {}
+            engine.session(seed + lo, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)
     ]
     generated = sum(ep.generated for ep in episodes)
     return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated)
+
+
+def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[int]:
+    """One seed per episode of the tasks at `positions` in their step (a task's episodes in order):
+    the same episode gets the same seed whichever share of the step it is rolled out in."""
+    return [(seed * 1_000_003 + p) * 1_009 + j for p in positions for j in range(group_size)]
 
 
 def _start(task: Task, env: Env, tokenizer) -> _Episode:

@@ -65,6 +65,7 @@ def check_config(cfg: Config) -> None:
     _check_env(cfg.env)
     _check_splits(cfg)
     _check_distill(cfg.distill)
+    _check_rollout(cfg)
     teacher = cfg.hindsight.teacher
     if teacher not in ("", DEMONSTRATION_TEACHER) and _missing_directory(teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {teacher}")
@@ -131,6 +132,25 @@ def _check_distill(d: DistillConfig) -> None:
             raise ConfigError(f"distill.teachers: no such model directory: {name}")
     if d.only and not d.teachers:
         raise ConfigError("distill.only needs distill.teachers")
+
+
+def _check_rollout(cfg: Config) -> None:
+    ro = cfg.rollout
+    if ro.rng not in ("batch", "episode"):
+        raise ConfigError(f"rollout.rng: {ro.rng!r} is not one of batch, episode")
+    if ro.workers < 0:
+        raise ConfigError("rollout.workers must be >= 0 (0 = rollouts in this process)")
+    if not ro.workers:
+        return
+    if ro.engine != "embedded":
+        raise ConfigError(f"rollout.workers: Ray workers run embedded engines (rollout.engine {ro.engine!r}); "
+                          "a served engine already serves many clients")
+    if cfg.model.lora_rank:
+        raise ConfigError("rollout.workers: LoRA policies are not sent to Ray workers yet (model.lora_rank)")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError("rollout.workers needs Ray: pip install 'agentic-rl[ray]'") from None
 
 
 def _check_env(env: EnvConfig) -> None:

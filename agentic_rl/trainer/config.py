@@ -68,6 +68,14 @@ class RolloutConfig:
     weight_update: str = "auto"
     vllm_python: str = ""  # managed_vllm: the Python that has vLLM ("" = this one; `make vllm` builds .venv-vllm)
     vllm_args: str = ""  # managed_vllm: more arguments for vLLM's server (e.g. "--gpu-memory-utilization 0.5")
+    # "batch": one random generator per rollout batch; "episode": one per episode, seeded by the step and
+    # the episode's place in it, so an episode samples the same tokens however the step is split
+    # (data-parallel ranks, Ray workers)
+    rng: str = "batch"
+    # RL rollouts on N Ray actors (docs/distributed.md#rollout-workers-on-ray), each an embedded engine
+    # with its own envs; 0 = in this process
+    workers: int = 0
+    worker_cpus: float = 1.0  # Ray CPUs reserved per rollout worker
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from agentic_rl.trainer.sft import adamw
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import hindsight_teacher, load_teachers
+from agentic_rl.trainer.workers import RolloutWorkers
 
 
 class TrainingDiverged(RuntimeError):
@@ -61,12 +62,17 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         if run.scorer.reference is not None:
             store.save_reference(run.scorer.reference)
     steps = cfg.rl.steps
+    if cfg.rollout.workers:  # the steps' rollouts on Ray actors, given the weights as they are now
+        run.workers = RolloutWorkers(cfg, engine.version)
+        run.workers.checked_sync(model, engine.version, run.probe)
     run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
                             steps, cfg.rl.max_staleness, in_flight)
     try:
         _steps(run, cfg, monitor, remedies, store, progress)
     finally:
         run.producer.close()
+        if run.workers is not None:
+            run.workers.close()
     if run.scorer.critic is not None and run.parallel.world.main:
         run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
 

@@ -38,7 +38,7 @@ from agentic_rl.rollout.hindsight import (
     failed_episodes,
     hindsight_corrections,
 )
-from agentic_rl.rollout.loop import RolloutStats, rollout
+from agentic_rl.rollout.loop import RolloutStats, episode_seeds, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import Scorer, assign_credit
 from agentic_rl.trainer.distributed import DataParallel, gather_rollouts, world
@@ -49,6 +49,7 @@ from agentic_rl.trainer.schedule import set_lr
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import Teachers
 from agentic_rl.trainer.update import UpdateBatch, rl_update
+from agentic_rl.trainer.workers import RolloutWorkers
 from agentic_rl.types import RolloutBatch, TrajectoryGroup
 
 
@@ -73,6 +74,7 @@ class RLRun:
     probe: SyncProbe | None = None  # checks every weight sync (`engines/probe.py`); None = unchecked
     producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
     parallel: DataParallel | None = None  # this rank's share of data-parallel training (`distributed.py`)
+    workers: RolloutWorkers | None = None  # rollout.workers: the steps' rollouts on Ray actors (`workers.py`)
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -120,6 +122,8 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     run.producer.before_sync(step)  # the batches the old weights may still sample are done
     with run.producer.engine_lock:
         version, gap = checked_sync(run.engine, run.model, run.probe)
+        if run.workers is not None:
+            gap = run.workers.checked_sync(run.model, version, run.probe)
     update_row = {**update_row, "time_sync_s": time.perf_counter() - t_sync}
     if gap is not None:
         update_row["sync_probe_gap"] = gap
@@ -140,10 +144,17 @@ def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup],
     """`n` tasks from the sampler, `group_size` episodes each, scored (outcome, then per-turn process
     rewards when the recipe names them); the sampler learns their pass rates. Data-parallel ranks
     roll out their shares of the tasks, and every rank gets every group."""
-    ep, rl, w = run.episodes, run.cfg.rl, world()
-    tasks = w.share(run.sampler.sample(n))  # data-parallel ranks each roll out their share
-    groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, rl.tasks.group_size,
-                            ep.params, ep.budget, seed=seed + 7_919_777 * w.rank)
+    ep, rl, w, G = run.episodes, run.cfg.rl, world(), run.cfg.rl.tasks.group_size
+    tasks = run.sampler.sample(n)
+    positions = w.share(range(len(tasks)))  # data-parallel ranks each roll out their share
+    tasks = [tasks[p] for p in positions]
+    seeds = episode_seeds(seed, positions, G) if run.cfg.rollout.rng == "episode" else None
+    seed += 7_919_777 * w.rank
+    if run.workers is not None:  # on Ray actors
+        groups, stats = run.workers.rollout(tasks, seed, seeds)
+    else:
+        groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, G, ep.params, ep.budget, seed=seed,
+                                episode_seeds=seeds)
     groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
     if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
         groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)

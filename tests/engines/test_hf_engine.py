@@ -188,3 +188,36 @@ def test_a_bf16_engine_over_smollm2_shares_the_prompt_prefix():
 
     model, tokenizer = load_model("smollm2")
     assert HFEngine(model, tokenizer, precision="bf16").shares_prefix
+
+
+def test_per_row_generators_draw_from_the_tempered_distribution():
+    """Gumbel-max with a generator per row (rollout.rng: episode) samples p: 20,000 rows over a
+    4-token distribution (T = 0.5 applied to logits log[0.1, 0.2, 0.3, 0.4]) land within 4 binomial
+    standard deviations of each p_i; top_p 0.8 keeps only the two likeliest (p = 0.53, 0.30 at T = 0.5)."""
+    from agentic_rl.engines.hf import _sample
+
+    n = 20_000
+    logits = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4])).expand(n, 4)
+    gens = [torch.Generator().manual_seed(i) for i in range(n)]
+    tokens, lps = _sample(logits, SamplingParams(0.5, 1.0, 1), gens)
+    p = torch.softmax(logits[0] / 0.5, dim=-1)
+    freq = torch.bincount(tokens, minlength=4) / n
+    assert ((freq - p).abs() <= 4 * (p * (1 - p) / n).sqrt()).all(), (freq, p)
+    assert torch.allclose(lps, p.log()[tokens], atol=1e-6)
+    tokens, _ = _sample(logits, SamplingParams(0.5, 0.8, 1), gens)
+    assert set(tokens.tolist()) == {2, 3}
+
+
+def test_a_row_with_its_own_generator_samples_the_same_tokens_in_any_batch(tiny, tokenizer):
+    """The same episode, decoded alone and beside three others, samples the same tokens when each row
+    has its own generator; with one generator for the batch it does not (the witness)."""
+    engine = HFEngine(tiny, tokenizer, "fp32")
+    params = SamplingParams(1.0, 1.0, 24)
+    prompts = {i: [1, 9690, 198, 300 + i, 400 + i] for i in range(4)}
+    seeds = {i: 1000 + i for i in range(4)}
+    alone = engine.session(0, row_seeds={2: seeds[2]}).generate({2: prompts[2]}, params)[2]
+    together = engine.session(0, row_seeds=seeds).generate(prompts, params)[2]
+    assert alone.ids == together.ids
+    batch_alone = engine.session(0).generate({2: prompts[2]}, params)[2]
+    batch_together = engine.session(0).generate(prompts, params)[2]
+    assert batch_alone.ids != batch_together.ids
