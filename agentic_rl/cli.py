@@ -18,6 +18,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", nargs="?", const="auto", metavar="auto|PATH",
                    help="continue a stopped run: its latest state (auto, the default) or a state directory "
                         "(runs/NAME/checkpoints/state/...); without it the run starts afresh")
+    t.add_argument("--dry-run", action="store_true",
+                   help="check the launch on every rank (config, process group, model, memory, Ray workers); train nothing")
     f = sub.add_parser("sft", help="SFT alone: train on demonstrations or a data file, write the graduation report")
     f.add_argument("config")
     f.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -72,6 +74,13 @@ def _train(args) -> int:
     sft_only = ["rl.steps=0", "eval.baselines=false", "sft.graduation=true"] if args.command == "sft" else []
     try:
         cfg = load_config(args.config, [*args.overrides, *sft_only])
+        if getattr(args, "dry_run", False):
+            from agentic_rl.trainer.plan import dry_run
+
+            plans = dry_run(cfg)
+            if plans:
+                print(json.dumps(plans, indent=2))
+            return 0
         results = train(cfg, getattr(args, "resume", None))
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         return _error(e)

@@ -76,6 +76,7 @@ class RolloutConfig:
     # with its own envs; 0 = in this process
     workers: int = 0
     worker_cpus: float = 1.0  # Ray CPUs reserved per rollout worker
+    worker_gpus: float = 0.0  # Ray GPUs per rollout worker (Ray then shows each worker its own devices)
 
 
 @dataclass(frozen=True)

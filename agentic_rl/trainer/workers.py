@@ -83,7 +83,8 @@ class RolloutWorkers:
         if not ray.is_initialized():
             ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
                      log_to_driver=False)
-        actor = ray.remote(num_cpus=cfg.rollout.worker_cpus, max_restarts=-1, max_task_retries=0)(RolloutWorker)
+        actor = ray.remote(num_cpus=cfg.rollout.worker_cpus, num_gpus=cfg.rollout.worker_gpus, max_restarts=-1,
+                           max_task_retries=0)(RolloutWorker)
         self.actors = [actor.remote(cfg, i) for i in range(cfg.rollout.workers)]
         try:
             ray.get([a.pid.remote() for a in self.actors], timeout=start_timeout_s)

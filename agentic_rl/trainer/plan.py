@@ -1,0 +1,57 @@
+"""`agentic-rl train RECIPE --dry-run`: what a launch needs, checked on every rank, and nothing trained.
+
+The recipe is checked, the process group joined (under `torchrun`) and DDP built over the policy
+(which broadcasts rank 0's weights: the group communicates), the model loaded on its device, the
+memory estimated; with `rollout.workers` the Ray pool is started, sent the weights and probed. Each
+rank's plan is gathered and rank 0 returns them all. The run folder is not touched.
+"""
+
+from __future__ import annotations
+
+from agentic_rl.engines.hf import HFEngine
+from agentic_rl.engines.probe import SyncProbe
+from agentic_rl.models.device import device_of
+from agentic_rl.models.memory import check_memory
+from agentic_rl.trainer.checks import check_config
+from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.distributed import DataParallel, init_world
+from agentic_rl.trainer.loop import prepare
+from agentic_rl.trainer.rl_loop import _prompt_tokens, memory_shape
+
+
+def dry_run(cfg: Config) -> list[dict]:
+    """Every rank's plan, on rank 0 (the other ranks get nothing to print)."""
+    check_config(cfg)
+    world = init_world(cfg.model.device)
+    model, tokenizer, spec = prepare(cfg)
+    DataParallel(model, world)  # under torchrun: DDP's construction broadcasts rank 0's weights
+    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
+                          enforce=False)
+    plan = {"rank": world.rank, "world_size": world.size, "device": str(device_of(model)),
+            "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
+            "rollout_engine": cfg.rollout.engine, **memory}
+    if world.size > 1:
+        import torch.distributed as dist
+
+        plan["backend"] = dist.get_backend()
+    if cfg.rollout.workers:
+        plan.update(_workers(cfg, model, tokenizer))
+    plans = world.gather(plan)
+    return plans if world.main else []
+
+
+def _workers(cfg: Config, model, tokenizer) -> dict:
+    """Start the Ray pool, send it the weights, probe every worker."""
+    import ray
+
+    from agentic_rl.trainer.workers import RolloutWorkers
+
+    pool = RolloutWorkers(cfg)
+    try:
+        probe = SyncProbe.build(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, cfg.model.precision,
+                                cfg.rollout.sync_probe_tol)
+        gap = pool.checked_sync(model, 0, probe)
+        return {"rollout_workers": len(pool.actors), "worker_pids": pool.pids(), "worker_probe_gap": gap,
+                "ray_resources": ray.cluster_resources()}
+    finally:
+        pool.close()
