@@ -191,7 +191,9 @@ def test_repeated_timeouts_leave_nothing_behind():
     with PythonSession(config) as s:
         assert all(s.run("while True: pass").timed_out for _ in range(12))
         assert s.run("print('alive')").stdout == "alive\n"
-    assert run_python("print(1)", config).stdout == "1\n"
+    # the same process limit, the default time limit: what is checked is that the user can still fork,
+    # not that Python starts within 0.2 s on a loaded machine (it did not, once, beside three other jobs)
+    assert run_python("print(1)", SandboxConfig(max_procs=8)).stdout == "1\n"
 
 
 def test_many_concurrent_sessions_each_have_their_own_process_budget():
