@@ -9,14 +9,13 @@ rank's plan is gathered and rank 0 returns them all. The run folder is not touch
 from __future__ import annotations
 
 from agentic_rl.engines.hf import HFEngine
-from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.models.device import device_of
 from agentic_rl.models.memory import check_memory
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.distributed import DataParallel, init_world
 from agentic_rl.trainer.loop import prepare
-from agentic_rl.trainer.rl_loop import _prompt_tokens, memory_shape
+from agentic_rl.trainer.rl_loop import memory_shape, prompt_tokens, sync_probe
 
 
 def dry_run(cfg: Config) -> list[dict]:
@@ -25,7 +24,7 @@ def dry_run(cfg: Config) -> list[dict]:
     world = init_world(cfg.model.device)
     model, tokenizer, spec = prepare(cfg)
     DataParallel(model, world)  # under torchrun: DDP's construction broadcasts rank 0's weights
-    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
+    memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=False)
     plan = {"rank": world.rank, "world_size": world.size, "device": str(device_of(model)),
             "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
@@ -48,8 +47,7 @@ def _workers(cfg: Config, model, tokenizer) -> dict:
 
     pool = RolloutWorkers(cfg)
     try:
-        probe = SyncProbe.build(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, cfg.model.precision,
-                                cfg.rollout.sync_probe_tol)
+        probe = sync_probe(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, cfg)  # None: unchecked
         gap = pool.checked_sync(model, 0, probe)
         return {"rollout_workers": len(pool.actors), "worker_pids": pool.pids(), "worker_probe_gap": gap,
                 "ray_resources": ray.cluster_resources()}

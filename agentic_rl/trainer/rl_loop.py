@@ -51,7 +51,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     """RL steps from `progress.rl_step + 1` (0 on a fresh run) to `rl.steps`, with a state checkpoint
     every `checkpoint.every` steps and after the last."""
     # before the optimizer, the reference and the critic exist
-    memory = check_memory(model, memory_shape(cfg, model), _prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
+    memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=cfg.model.memory_check)
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
     in_flight = {}
@@ -162,7 +162,7 @@ def _reference(model):
     return ref
 
 
-def _prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer) -> int:
+def prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer) -> int:
     """The tokens of a training task's prompt (system prompt, tools, question)."""
     env = spec.make_env(options)
     try:

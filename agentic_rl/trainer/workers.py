@@ -151,9 +151,9 @@ class RolloutWorkers:
                                                      self._weights, self.version)))
         out: list = [None] * len(tasks)
         episodes = generated = 0
-        for (mine, ref), result in zip(calls, self._each([ref for _, ref in calls], keep_errors=True)):
+        for i, ((mine, _), result) in enumerate(zip(calls, self._each([ref for _, ref in calls], keep_errors=True))):
             if isinstance(result, Exception):
-                self._down.add(calls.index((mine, ref)))
+                self._down.add(i)
                 for k in mine:
                     out[k] = _failed_group(tasks[k], G, f"rollout worker died: {type(result).__name__}")
                 continue
