@@ -29,6 +29,7 @@ from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
+from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import sequence_logprobs
 from agentic_rl.models.kv import cache_kwarg, output_cache
@@ -70,7 +71,7 @@ class HFEngine:
             self._merged.write(self._infer)
         elif self._infer is not self.model:
             with torch.no_grad():
-                src = dict(self.model.named_parameters())
+                src = sharding.full_parameters(self.model)  # a collective when sharded
                 for name, p in self._infer.named_parameters():
                     p.copy_(src[name])
         self.version += 1

@@ -26,6 +26,7 @@ import torch
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.faults import InfrastructureError
+from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import sequence_logprobs
 from agentic_rl.models.precision import autocast
@@ -83,7 +84,7 @@ class SyncProbe:
         training = model.training
         model.eval()
         with autocast(self.precision, device_of(model)):
-            trained = sequence_logprobs(model, (*self.prompt, *sample.ids)).float().cpu()
+            trained = sharding.call(model, sequence_logprobs, (*self.prompt, *sample.ids)).float().cpu()
         model.train(training)
         return float((served - trained[len(self.prompt) - 1 :]).abs().mean())
 

@@ -63,6 +63,7 @@ class RLShape:
     full_vocab: bool  # the plain projection (an entropy bonus or teachers): 12V bytes a trained token, not 4V
     gradient_checkpointing: bool = False
     async_save: bool = False  # a background state write's host copy
+    shards: int = 1  # ranks the policy is sharded over (model.parallel: fsdp): weights, gradients, moments split
 
 
 def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[str, float]:
@@ -78,14 +79,17 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
     generated = rows * shape.max_episode_tokens  # the tokens turned into logits
     body = generated + rows * OBSERVATION_TOKENS * (shape.max_turns - 1)
     dtype = inference_dtype(shape.precision, device_of(model))  # the sampler's and autocast's
+    S = shape.shards
     parts = {
-        "weights": 4 * P,
-        "gradients": 4 * P_t,
-        "adam_moments": 8 * P_t,
+        "weights": 4 * P // S,
+        "gathered_layers": 2 * 4 * P // conf.num_hidden_layers if S > 1 else 0,  # a layer in use, the next one
+        "gradients": 4 * P_t // S,
+        "adam_moments": 8 * P_t // S,
         "reference": 4 * P if shape.reference else 0,
         "critic_model": 16 * P if shape.critic_model else 0,
-        "sampler_copy": 2 * P if dtype != model.dtype else 0,
-        "autocast_copy": 2 * P_t if dtype == torch.bfloat16 != model.dtype else 0,
+        # a sharded policy's sampler holds a whole copy, in fp32 too
+        "sampler_copy": 2 * P if dtype != model.dtype else (4 * P if S > 1 else 0),
+        "autocast_copy": 2 * P_t // S if dtype == torch.bfloat16 != model.dtype else 0,
         "runtime": RUNTIME_BYTES,
         "teachers": 4 * P * shape.teachers,
         # the copy an asynchronous state write holds while training goes on: weights and moments

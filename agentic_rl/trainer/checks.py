@@ -66,6 +66,7 @@ def check_config(cfg: Config) -> None:
     _check_splits(cfg)
     _check_distill(cfg.distill)
     _check_rollout(cfg)
+    _check_parallel(cfg)
     teacher = cfg.hindsight.teacher
     if teacher not in ("", DEMONSTRATION_TEACHER) and _missing_directory(teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {teacher}")
@@ -132,6 +133,20 @@ def _check_distill(d: DistillConfig) -> None:
             raise ConfigError(f"distill.teachers: no such model directory: {name}")
     if d.only and not d.teachers:
         raise ConfigError("distill.only needs distill.teachers")
+
+
+def _check_parallel(cfg: Config) -> None:
+    """FSDP shards the policy: what reads or writes it outside the training forward is built for the
+    full fine-tune without a critic."""
+    if cfg.model.parallel not in ("ddp", "fsdp"):
+        raise ConfigError(f"model.parallel: ddp or fsdp (got {cfg.model.parallel!r})")
+    if cfg.model.parallel != "fsdp":
+        return
+    for key, blocked in (("model.lora_rank", cfg.model.lora_rank > 0), ("rl.critic.kind", cfg.rl.critic.kind != "none"),
+                         ("rl.collapse.actions", "rollback" in cfg.rl.collapse.actions)):
+        if blocked:
+            raise ConfigError(f"{key}: not with model.parallel: fsdp (a LoRA policy, a critic and rollback's weight "
+                              "snapshot are built for a whole copy on every rank: use model.parallel: ddp)")
 
 
 def _check_rollout(cfg: Config) -> None:

@@ -36,6 +36,9 @@ class ModelConfig:
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = torch's default
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
+    # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,
+    # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)
+    parallel: str = "ddp"
     gradient_checkpointing: bool = False  # recompute layer activations in the backward: less memory, one more forward of compute
 
 

@@ -23,8 +23,10 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from agentic_rl.models import sharding
 from agentic_rl.models.forward import PolicyOutputs, policy_forward
 from agentic_rl.rollout.loop import RolloutStats
+from agentic_rl.types import Batch
 
 T = TypeVar("T")
 
@@ -115,14 +117,22 @@ class PolicyModule(torch.nn.Module):
 
 class DataParallel:
     """The policy's training forward on this rank, and how its gradients meet the other ranks'.
-    With one process it is the model itself (no wrapper, no communication)."""
+    With one process it is the model itself (no wrapper, no communication).
 
-    def __init__(self, model: torch.nn.Module, w: World | None = None):
+    `strategy` (`model.parallel`): "ddp" keeps a whole copy on every rank and all-reduces the
+    gradients; "fsdp" shards parameters, gradients and optimizer state over the ranks
+    (`models/sharding.py`, FSDP2), so every forward is a collective: the ranks run the same number of
+    them, a rank short of rows running zero passes."""
+
+    def __init__(self, model: torch.nn.Module, w: World | None = None, strategy: str = "ddp"):
         self.model = model
         self.world = w or world()
         self._module = PolicyModule(model)
         self._ddp = None
-        if self.world.size > 1:
+        self.sharded = self.world.size > 1 and strategy == "fsdp"
+        if self.sharded:
+            sharding.shard(model)
+        elif self.world.size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             # buffers (rotary frequencies) never change; broadcasting them would make every forward a
@@ -132,15 +142,28 @@ class DataParallel:
 
     def forward(self, batch, **kw) -> PolicyOutputs:
         """The policy forward of `batch` (keywords of `policy_forward`), through DDP when distributed
-        and differentiating."""
+        and differentiating, through the FSDP root when sharded."""
+        if self.sharded:
+            return sharding.call(self.model, _unfactored_forward, batch, **kw)
         if self._ddp is not None and torch.is_grad_enabled():
             return self._ddp(batch, **kw)
         return policy_forward(self.model, batch, **kw)
+
+    def each(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Each call (forwards of this rank's share); when sharded, zero passes until every rank has
+        run as many forwards as the busiest."""
+        most = self._most(len(calls))  # first: a forward's gathering must meet the other ranks' forwards
+        out = [c() for c in calls]
+        for _ in range(most - len(calls)):
+            self._zero_pass()
+        return out
 
     def backward(self, passes: Sequence[Callable[[], tuple[torch.Tensor, T]]], extra=()) -> list[T]:
         """Each pass (a forward: (loss, stats)) and its backward; then the gradients are the sums over
         every rank's passes (`extra`: parameters outside the policy, e.g. a critic's head, summed
         explicitly). Returns the passes' stats."""
+        if self.sharded:
+            return self._sharded_backward(passes)
         out = []
         for i, run in enumerate(passes):
             last = i == len(passes) - 1
@@ -157,11 +180,62 @@ class DataParallel:
                 dist.all_reduce(p.grad)
         return out
 
+    def _sharded_backward(self, passes) -> list:
+        """FSDP: as many backward passes on every rank (zero passes where a rank has fewer), the
+        gradients reduce-scattered after the last."""
+        root, n, out = sharding.root(self.model), self._most(len(passes)), []
+        for i in range(n):
+            root.set_requires_gradient_sync(i == n - 1)
+            if i < len(passes):
+                value, stats = passes[i]()
+                out.append(stats)
+            else:
+                value = self._zero_pass()
+            value.backward()
+        return out
+
+    def _most(self, n: int) -> int:
+        """The largest `n` over the ranks (this rank's own when not sharded)."""
+        if not self.sharded:
+            return n
+        t = torch.tensor([n], device=sharding.device_of(self.model))  # the trainer's group, as FSDP's
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t)
+
+    def _zero_pass(self) -> torch.Tensor:
+        """A forward through every layer that contributes zero (a gradient of zeros)."""
+        return sharding.call(self.model, _zero_forward)
+
     @property
     def shares_prompt_forward(self) -> bool:
         """The step's system prompt may be forwarded once for all micro-batches (`SharedPrompt`): not
-        under DDP, whose reduction fires on the last backward, before the prompt's own."""
-        return self._ddp is None
+        under DDP, whose reduction fires on the last backward, before the prompt's own, nor FSDP."""
+        return self._ddp is None and not self.sharded
+
+
+def _unfactored_forward(model, batch: Batch, **kw) -> PolicyOutputs:
+    """`policy_forward` of `batch` with its shared prefix forwarded in every row, so the forward calls
+    each layer once whatever the rows (the prefix path calls them twice; under FSDP each call gathers
+    the layer's parameters, and every rank must gather as often as the others)."""
+    p = len(batch.prefix_ids)
+    if not p:
+        return policy_forward(model, batch, **kw)
+    B, dev = len(batch), batch.input_ids.device
+
+    def before(x, fill):
+        return torch.cat([torch.full((B, p), fill, dtype=x.dtype, device=dev), x], dim=1)
+
+    ids = torch.cat([torch.tensor(batch.prefix_ids, device=dev).expand(B, p), batch.input_ids], dim=1)
+    whole = Batch((), ids, before(batch.attention_mask, 1), before(batch.loss_mask, 0),
+                  before(batch.advantages, 0), before(batch.sampler_logprobs, 0))
+    out = policy_forward(model, whole, **kw)
+    cut = lambda x: None if x is None else x[:, p:].clone()  # noqa: E731  (FSDP: no views out of its root)
+    return PolicyOutputs(cut(out.logprobs), cut(out.entropy), cut(out.values), out.full)
+
+
+def _zero_forward(model) -> torch.Tensor:
+    ids = torch.zeros((1, 1), dtype=torch.long, device=sharding.device_of(model))
+    return model(input_ids=ids).logits.float().sum() * 0
 
 
 def _sum_hook(state, bucket):

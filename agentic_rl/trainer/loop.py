@@ -22,6 +22,7 @@ from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
 from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models import sharding
 from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
@@ -46,8 +47,9 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     check_config(cfg)
     world = init_world(cfg.model.device)  # data-parallel under torchrun (`distributed.py`)
     model, tokenizer, spec = prepare(cfg)  # first: a model that fails to load leaves the folder as it was
-    store, saved = _open_states(cfg, resume, world)
-    progress = saved.progress if saved else Progress(world_size=world.size)
+    sharded = world.size > 1 and cfg.model.parallel == "fsdp"
+    store, saved = _open_states(cfg, resume, world, sharded)
+    progress = saved.progress if saved else Progress(world_size=world.size, sharded=sharded)
     if world.main:
         (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     if progress.rl_adapter:
@@ -57,8 +59,10 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     logger = (MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
               if world.main else SilentLogger())
     logger.global_step = progress.logger_step
-    run = Run(cfg, model, tokenizer, spec, _engine(model, tokenizer, cfg, progress.engine_version),
-              logger, store, progress, world)
+    engine = _engine(model, tokenizer, cfg, progress.engine_version)
+    if sharded:
+        sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built
+    run = Run(cfg, model, tokenizer, spec, engine, logger, store, progress, world)
     try:
         return _stages(run, saved)
     finally:
@@ -99,9 +103,10 @@ def _stages(run: Run, saved) -> dict:
     return progress.results
 
 
-def _open_states(cfg: Config, resume: str | None, world: World) -> tuple[StateStore, SavedState | None]:
+def _open_states(cfg: Config, resume: str | None, world: World, sharded: bool) -> tuple[StateStore, SavedState | None]:
     """The run's state store and the state to resume from; rank 0 prepares the folder (clears or cuts
-    its logs) before the other ranks read it. A state resumes at the world size that wrote it."""
+    its logs) before the other ranks read it. A state resumes at the world size and sharding that
+    wrote it."""
     store = StateStore(cfg.run_dir, cfg.checkpoint, writes=world.main)
     saved = store.open(resume) if world.main else None
     world.barrier()
@@ -111,6 +116,10 @@ def _open_states(cfg: Config, resume: str | None, world: World) -> tuple[StateSt
         raise ValueError(f"the state {saved.path} was written by {saved.progress.world_size} data-parallel "
                          f"process(es); resume it with torchrun --nproc-per-node {saved.progress.world_size} "
                          f"(this run has {world.size})")
+    if saved is not None and saved.progress.sharded != sharded:
+        raise ValueError(f"the state {saved.path} was written with model.parallel: "
+                         f"{'fsdp' if saved.progress.sharded else 'ddp'}; resume it with --set model.parallel="
+                         f"{'fsdp' if saved.progress.sharded else 'ddp'}")
     return store, saved
 
 
@@ -164,8 +173,9 @@ class Run:
 
     def save_weights(self, stage: str) -> None:
         """The stage's weights as a model checkpoint (checkpoints/<stage>), by rank 0."""
+        state = sharding.full_state_dict(self.model) if sharding.root(self.model) is not None else None
         if self.world.main:
-            save_checkpoint(self.model, self.tokenizer, self.cfg.run_dir / "checkpoints" / stage)
+            save_checkpoint(self.model, self.tokenizer, self.cfg.run_dir / "checkpoints" / stage, state)
 
     def done(self, stage: str, weights: bool) -> None:
         """The stage is over: a state checkpoint (with the weights, when the stage changed them)."""
@@ -182,7 +192,9 @@ def _engine(model, tokenizer, cfg: Config, version: int, current=None):
             current.model = model
             return current
         return served_engine(model, tokenizer, cfg)
-    engine = HFEngine(model, tokenizer, cfg.model.precision, own_copy=cfg.rl.max_staleness > 0)
+    # its own copy when rollouts run while the policy trains, or when the policy will be sharded
+    own = cfg.rl.max_staleness > 0 or cfg.model.parallel == "fsdp"
+    engine = HFEngine(model, tokenizer, cfg.model.precision, own_copy=own)
     engine.version = version
     return engine
 

@@ -1,7 +1,7 @@
 """`agentic-rl train RECIPE --dry-run`: what a launch needs, checked on every rank, and nothing trained.
 
-The recipe is checked, the process group joined (under `torchrun`) and DDP built over the policy
-(which broadcasts rank 0's weights: the group communicates), the model loaded on its device, the
+The recipe is checked, the process group joined (under `torchrun`) and DDP or FSDP built over the policy
+(which communicates: DDP broadcasts rank 0's weights, FSDP shards them), the model loaded on its device, the
 memory estimated; with `rollout.workers` the Ray pool is started, sent the weights and probed. Each
 rank's plan is gathered and rank 0 returns them all. The run folder is not touched.
 """
@@ -23,18 +23,19 @@ def dry_run(cfg: Config) -> list[dict]:
     check_config(cfg)
     world = init_world(cfg.model.device)
     model, tokenizer, spec = prepare(cfg)
-    DataParallel(model, world)  # under torchrun: DDP's construction broadcasts rank 0's weights
     memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=False)
     plan = {"rank": world.rank, "world_size": world.size, "device": str(device_of(model)),
             "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
-            "rollout_engine": cfg.rollout.engine, **memory}
+            "parallel": cfg.model.parallel if world.size > 1 else "none", "rollout_engine": cfg.rollout.engine,
+            **memory}
     if world.size > 1:
         import torch.distributed as dist
 
         plan["backend"] = dist.get_backend()
     if cfg.rollout.workers:
         plan.update(_workers(cfg, model, tokenizer))
+    DataParallel(model, world, cfg.model.parallel)  # under torchrun: DDP's or FSDP's construction communicates
     plans = world.gather(plan)
     return plans if world.main else []
 

@@ -8,7 +8,6 @@ every `checkpoint.every` steps from which a killed run resumes exactly.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 
@@ -19,6 +18,7 @@ from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mi
 from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
@@ -28,7 +28,7 @@ from agentic_rl.rollout.hindsight import reference_solutions
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
 from agentic_rl.trainer.critic import make_critic
-from agentic_rl.trainer.distributed import DataParallel
+from agentic_rl.trainer.distributed import DataParallel, world
 from agentic_rl.trainer.episodes import episodes, hindsight_options
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.loss_terms import build_loss
@@ -113,13 +113,15 @@ def memory_shape(cfg: Config, model) -> RLShape:
                    cfg.model.precision, reference=rl.algorithm.kl_coef > 0 and not is_lora(model),
                    critic_model=rl.critic.kind == "model", teachers=len(cfg.distill.teachers),
                    full_vocab=rl.algorithm.entropy_coef > 0 or bool(cfg.distill.teachers),
-                   gradient_checkpointing=cfg.model.gradient_checkpointing, async_save=cfg.checkpoint.async_save)
+                   gradient_checkpointing=cfg.model.gradient_checkpointing, async_save=cfg.checkpoint.async_save,
+                   shards=world().size if cfg.model.parallel == "fsdp" else 1)
 
 
 def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger):
     """The run the steps share, the collapse monitor and the remedies."""
     rl = cfg.rl
     sampler = make_sampler(rl.tasks.sampler, rl_pool(spec, rl.tasks, rl.steps, rl.seed), seed=rl.seed)
+    parallel = DataParallel(model, strategy=cfg.model.parallel)  # before the optimizer: FSDP swaps the parameters
     critic = make_critic(rl.critic.kind, model, tokenizer, rl.critic.model)
     optimizer = _optimizer(model, critic, rl.optim.lr, rl.critic.lr)
     reference = _reference(model) if rl.algorithm.kl_coef > 0 and not is_lora(model) else None
@@ -132,7 +134,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                 build_loss(cfg, model, reference, critic, teachers),
                 Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
                 logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
-                sync_probe(engine, tokenizer, cfg), parallel=DataParallel(model))
+                sync_probe(engine, tokenizer, cfg), parallel=parallel)
     return run, monitor, remedies
 
 
@@ -155,7 +157,7 @@ def _optimizer(model, critic, lr: float, critic_lr: float):
 
 def _reference(model):
     """Frozen copy of the policy as it enters RL (the SFT model): the KL anchor."""
-    ref = copy.deepcopy(model)
+    ref = sharding.full_copy(model)  # whole on every rank when the policy is sharded
     ref.eval()
     for p in ref.parameters():
         p.requires_grad_(False)
@@ -252,7 +254,7 @@ def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: Sav
     """Everything the loop carries, as it was at the saved step; returns the batches produced for the
     steps after it (`producer.py`: restored, not sampled again)."""
     extras = saved.load("extras")
-    run.optimizer.load_state_dict(saved.load("optimizer"))
+    sharding.load_optimizer_state(run.model, run.optimizer, saved.load("optimizer"))
     if run.scorer.critic is not None:
         run.scorer.critic.load_state_dict(saved.load("critic"))
     if run.scorer.reference is not None:

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from agentic_rl.data.curriculum import MIX_STRETCH, mixed_tasks
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import token_logprobs
 from agentic_rl.models.precision import autocast
@@ -53,7 +54,7 @@ def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, p
 
     losses = parallel.backward([partial(nll, b) for b in parallel.world.share(batches)])
     total = sum(parallel.world.gather(sum(losses)))
-    grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+    grad_norm = sharding.value(torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0))
     optimizer.step()
     model.eval()
     return {"loss": total, "grad_norm": float(grad_norm), "trained_tokens": tokens}
@@ -66,7 +67,7 @@ def sft_loss(model, trajectories: Sequence[Trajectory], pad_id: int, precision: 
     for k in range(0, len(trajectories), batch_size):
         batch = make_batch(trajectories[k : k + batch_size], pad_id).to(device_of(model))
         with autocast(precision, batch.input_ids.device):
-            logp, _ = token_logprobs(model, batch)
+            logp, _ = sharding.call(model, token_logprobs, batch)
         nll -= float((logp * batch.loss_mask).sum())
         tokens += float(batch.loss_mask.sum())
     return nll / max(tokens, 1.0)
@@ -136,13 +137,14 @@ def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger,
     held, train_data = data[:cut], data[cut:]
     total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))
     bar = tqdm(total=total, initial=progress.sft_step, desc="sft", disable=not cfg.log.progress)
+    parallel = DataParallel(model, strategy=cfg.model.parallel)  # before the optimizer: FSDP swaps the parameters
     optimizer = sft_optimizer(model, s.lr)
     if saved is not None and progress.sft_step:
-        optimizer.load_state_dict(saved.load("optimizer"))
+        sharding.load_optimizer_state(model, optimizer, saved.load("optimizer"))
     losses: list[float] = progress.sft_losses
     every = cfg.checkpoint.sft_every
     for step, metrics in sft_steps(model, train_data, s, tokenizer.pad_token_id, cfg.model.precision, optimizer,
-                                   progress.sft_step, DataParallel(model)):
+                                   progress.sft_step, parallel):
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}")
         losses.append(metrics["loss"])

@@ -48,6 +48,7 @@ import torch
 import yaml
 
 from agentic_rl.failpoints import failpoint
+from agentic_rl.models import sharding
 from agentic_rl.registry import Registry
 from agentic_rl.trainer.config import CheckpointConfig, Config, to_dict
 
@@ -73,6 +74,7 @@ class Progress:
     logger_step: int = 0
     engine_version: int = 0
     world_size: int = 1  # data-parallel ranks (a state resumes at the same number)
+    sharded: bool = False  # the policy sharded over them (model.parallel: fsdp): the optimizer state is keyed by name
     bad_steps: int = 0  # consecutive RL steps skipped for a non-finite loss or gradient
     metric: float | None = None  # checkpoint.best_metric's value at this state
 
@@ -179,6 +181,7 @@ class StateStore:
         self.wait()
         self.seq += 1
         final = self.root / f"{self.seq:04d}-{label}"
+        weights = _weights(model, optimizer, critic)  # every rank: whole tensors of a sharded policy are a collective
         if not self.writes:
             return final
         progress = dataclasses.replace(progress, seq=self.seq, files={
@@ -187,8 +190,7 @@ class StateStore:
         if config is not None:
             texts["config.yaml"] = yaml.safe_dump(to_dict(config), sort_keys=False)
         objects = {"extras": {"rng": capture_rng(), **(extras or {})}}
-        objects.update((name, obj.state_dict()) for name, obj in (("model", model), ("optimizer", optimizer),
-                                                                   ("critic", critic)) if obj is not None)
+        objects.update(weights)
         if not self.cfg.async_save:
             self._write(final, texts, objects)
             return final
@@ -251,6 +253,18 @@ class StateStore:
         tmp = self.root / ".tmp-reference.pt"
         torch.save(model.state_dict(), tmp)
         os.replace(tmp, self.reference_path)
+
+
+def _weights(model, optimizer, critic) -> dict[str, Any]:
+    """The state dicts a state stores (those given), whole when the policy is sharded."""
+    out = {}
+    if model is not None:
+        out["model"] = sharding.full_state_dict(model)
+    if optimizer is not None:
+        out["optimizer"] = sharding.optimizer_state(model, optimizer) if model is not None else optimizer.state_dict()
+    if critic is not None:
+        out["critic"] = critic.state_dict()
+    return out
 
 
 def _host_copy(obj: Any, memo: dict) -> Any:

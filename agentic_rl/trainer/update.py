@@ -31,8 +31,9 @@ import torch
 
 from agentic_rl.algorithms.correction import Correction, correct, mismatch
 from agentic_rl.algorithms.dapo import mask_truncated
+from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
-from agentic_rl.models.forward import SharedPrompt, common_prefix_len, policy_forward, shared_prompt
+from agentic_rl.models.forward import SharedPrompt, common_prefix_len, shared_prompt
 from agentic_rl.models.precision import autocast
 from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_rows
 from agentic_rl.trainer.config import OptimConfig
@@ -107,7 +108,9 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
     if optim.epochs * len(parts) > 1:  # optimizer steps before some groups' forward
         mine = {i for part in parts for i in parallel.world.share(part)}
-        work = [_with_proximal(model, w, loss, pad_id) if i in mine else w for i, w in enumerate(work)]
+        proximal = dict(zip(sorted(mine), parallel.each([partial(_with_proximal, parallel, work[i], loss, pad_id)
+                                                           for i in sorted(mine)])))
+        work = [proximal.get(i, w) for i, w in enumerate(work)]
     for epoch in range(optim.epochs):
         for k, part in enumerate(parts):
             step = Step(on_policy=epoch == 0 and k == 0, first_epoch=epoch == 0)
@@ -131,11 +134,11 @@ class Step:
 
 
 @torch.no_grad()
-def _with_proximal(model, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
+def _with_proximal(parallel: DataParallel, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
     """`w` with the trainer's logprobs of its trajectories under the weights before the update."""
-    batch = make_batch(w.group.trajectories, pad_id).to(device_of(model))
+    batch = make_batch(w.group.trajectories, pad_id).to(device_of(parallel.model))
     with autocast(loss.precision, batch.input_ids.device):
-        logprobs = policy_forward(model, batch, loss.temperature).logprobs
+        logprobs = parallel.forward(batch, temperature=loss.temperature).logprobs
     return replace(w, proximal=trajectory_rows(logprobs, batch, w.group))
 
 
@@ -165,7 +168,7 @@ def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork]
     if shared is not None:  # after every backward that read the prompt's cache
         shared.backward()
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
+    grad_norm = sharding.value(torch.nn.utils.clip_grad_norm_(params, optim.max_grad_norm))
     if math.isfinite(grad_norm):  # a non-finite loss gives a non-finite norm too
         optimizer.step()
     else:  # skipped: the weights and the optimizer's moments stay as they were

@@ -28,6 +28,7 @@ from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.failpoints import failpoint
+from agentic_rl.models import sharding
 from agentic_rl.rollout.loop import RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.episodes import episodes
@@ -119,7 +120,7 @@ class RolloutWorkers:
         episodes)."""
         import ray
 
-        self._weights = ray.put({k: v.detach().to("cpu") for k, v in model.state_dict().items()})
+        self._weights = ray.put({k: v.detach().to("cpu") for k, v in sharding.full_state_dict(model).items()})
         self.version = version
         self._each([a.load.remote(self._weights, version) for a in self.actors])
 

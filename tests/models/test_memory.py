@@ -26,6 +26,17 @@ def test_estimate_counts_each_copy_of_the_weights(tiny):
     assert parts["reference"] == 4 * P and parts["critic_model"] == 16 * P
 
 
+def test_a_sharded_policy_splits_weights_gradients_and_moments_but_samples_from_a_whole_copy(tiny):
+    """model.parallel: fsdp over 2 ranks (fp32): weights, gradients and Adam 16P / 2; two layers
+    gathered whole at a time, 2 x 4P / L; the sampler's own fp32 copy 4P."""
+    from dataclasses import replace
+
+    P, L = sum(p.numel() for p in tiny.parameters()), tiny.config.num_hidden_layers
+    parts = estimate_rl_bytes(tiny, replace(shape(tiny, "model.parallel=fsdp"), shards=2))
+    assert parts["weights"] + parts["gradients"] + parts["adam_moments"] == pytest.approx(16 * P / 2, abs=3)
+    assert parts["gathered_layers"] == 2 * 4 * P // L and parts["sampler_copy"] == 4 * P
+
+
 def test_an_asynchronous_state_write_holds_a_copy_of_weights_and_moments(tiny):
     """The background writer's snapshot: weights 4P + Adam 8P (+ a critic model's 12P); none when
     states are written synchronously (the default)."""

@@ -65,6 +65,11 @@ def recipe(tmp_path):
         ("", ["rl.tasks.mix={two_step: -1}"], "rl.tasks.mix.two_step: a share must be a number >= 0"),
         ("", ["rl.tasks.mix={bare: 0, two_step: 0}"], "rl.tasks.mix: the shares add up to 0"),
         ("", ["hindsight.teacher=no/such/dir"], "hindsight.teacher: no such model directory"),
+        ("", ["model.parallel=zero3"], "model.parallel: ddp or fsdp"),
+        ("", ["model.parallel=fsdp", "model.lora_rank=8"], "model.lora_rank: not with model.parallel: fsdp"),
+        ("", ["model.parallel=fsdp", "rl.algorithm.advantage=gae", "rl.critic.kind=value_head"],
+         "rl.critic.kind: not with model.parallel: fsdp"),
+        ("", ["model.parallel=fsdp", "rl.collapse.actions=[rollback]"], "rl.collapse.actions: not with model.parallel"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):

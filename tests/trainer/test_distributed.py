@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from agentic_rl.models import sharding
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import compute_credit
 from agentic_rl.trainer.distributed import DataParallel, World
@@ -47,7 +48,11 @@ def _groups(lengths=(3, 40, 5), rewards=((1.0, 0.0), (0.0, 1.0), (1.0, 0.3))) ->
             for i, (n, rs) in enumerate(zip(lengths, rewards))]
 
 
-def _rl_delta(tokenizer, world: World, minibatches: int, groups=None, corrections=False):
+def _after(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach() for n, p in sharding.full_parameters(model).items()}  # whole, when sharded
+
+
+def _rl_delta(tokenizer, world: World, minibatches: int, groups=None, corrections=False, strategy="ddp"):
     """The weights' change after one rl_update (SGD at LR) and its metrics, on `world`."""
     from agentic_rl.models.loader import tiny_model
 
@@ -59,21 +64,23 @@ def _rl_delta(tokenizer, world: World, minibatches: int, groups=None, correction
     fixes = tuple(_trajectory(9 + i, n, 1.0, torch.Generator().manual_seed(i)) for i, n in enumerate((4, 30, 6)))
     batch = UpdateBatch(RolloutBatch(tuple(groups)), compute_credit(groups, cfg.rl.algorithm),
                         fixes if corrections else ())
+    parallel = DataParallel(model, world, strategy)  # before the optimizer: FSDP swaps the parameters
     metrics = rl_update(model, torch.optim.SGD(model.parameters(), lr=LR), batch, build_loss(cfg, model),
-                        cfg.rl.optim, PAD, parallel=DataParallel(model, world))
-    return {n: p.detach() - before[n] for n, p in model.named_parameters()}, metrics
+                        cfg.rl.optim, PAD, parallel=parallel)
+    local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
+    return {n: p - before[n] for n, p in _after(model).items()}, {**metrics, "local_numel": local}
 
 
-def _sft_delta(tokenizer, world: World):
+def _sft_delta(tokenizer, world: World, strategy="ddp"):
     from agentic_rl.models.loader import tiny_model
 
     model = tiny_model(tokenizer, seed=0).eval()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rows = [t for g in _groups() for t in g.trajectories]
     micro = [rows[0:2], rows[2:4], rows[4:6]]  # 24, 84 and 28 action tokens
-    metrics = sft_step(model, torch.optim.SGD(model.parameters(), lr=1.0), micro, PAD, "fp32",
-                       DataParallel(model, world))
-    return {n: p.detach() - before[n] for n, p in model.named_parameters()}, metrics
+    parallel = DataParallel(model, world, strategy)
+    metrics = sft_step(model, torch.optim.SGD(model.parameters(), lr=1.0), micro, PAD, "fp32", parallel)
+    return {n: p - before[n] for n, p in _after(model).items()}, metrics
 
 
 def _worker(rank: int, size: int, init: str, out: str) -> None:
@@ -83,8 +90,12 @@ def _worker(rank: int, size: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=size)
     try:
         tokenizer, w = load_tokenizer("tiny"), World(rank, size)
-        torch.save({"rl_one": _rl_delta(tokenizer, w, 1), "rl_two": _rl_delta(tokenizer, w, 2, corrections=True),
-                    "sft": _sft_delta(tokenizer, w)}, Path(out) / f"rank{rank}.pt")
+        out_ = {}
+        for s in ("ddp", "fsdp"):
+            out_.update({f"rl_one_{s}": _rl_delta(tokenizer, w, 1, strategy=s),
+                         f"rl_two_{s}": _rl_delta(tokenizer, w, 2, corrections=True, strategy=s),
+                         f"sft_{s}": _sft_delta(tokenizer, w, s)})
+        torch.save(out_, Path(out) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -117,16 +128,23 @@ def _assert_same_update(got: dict, want: dict) -> float:
     return 1e-4 * scale
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 @pytest.mark.parametrize("case,minibatches,corrections", [("rl_one", 1, False), ("rl_two", 2, True)])
-def test_a_data_parallel_rl_update_equals_the_single_process_update(tokenizer, ranks, case, minibatches, corrections):
+def test_a_data_parallel_rl_update_equals_the_single_process_update(tokenizer, ranks, case, minibatches, corrections,
+                                                                    strategy):
     """Two ranks, three groups of unequal lengths. With two minibatches (and hindsight corrections of
     unequal lengths) the second minibatch holds one group, so rank 1 has no rows there and joins the
-    reduction with the zero pass. The ranks end with identical weights, equal to one process's."""
+    reduction with the zero pass; the proximal logprobs are forwarded before the first optimizer step,
+    two groups on rank 0 and one on rank 1 (under FSDP, where every forward is a collective, rank 1
+    runs a zero pass to match). The ranks end with identical weights, equal to one process's — with a
+    whole copy on each rank (DDP) or the policy sharded over both (FSDP2)."""
     want, want_metrics = _rl_delta(tokenizer, World(), minibatches, corrections=corrections)
-    (d0, m0), (d1, m1) = ranks[0][case], ranks[1][case]
+    (d0, m0), (d1, m1) = ranks[0][f"{case}_{strategy}"], ranks[1][f"{case}_{strategy}"]
     for name in want:
         assert torch.equal(d0[name], d1[name]), name
     _assert_same_update(d0, want)
+    whole = sum(d.numel() for d in want.values())
+    assert m0["local_numel"] == (whole if strategy == "ddp" else pytest.approx(whole / 2, rel=0.01))  # sharded
     for key in ("trained_tokens", "optimizer_steps", "entropy", *(("hindsight_nll",) if corrections else ())):
         assert m0[key] == pytest.approx(want_metrics[key], rel=1e-5), key
         assert m1[key] == m0[key], key
@@ -144,11 +162,12 @@ def test_a_per_rank_normalizer_would_give_another_update(tokenizer):
     assert max(float((naive[n] - whole[n]).abs().max()) for n in whole) > 100 * 1e-4 * scale
 
 
-def test_a_data_parallel_sft_step_equals_the_single_process_step(tokenizer, ranks):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_data_parallel_sft_step_equals_the_single_process_step(tokenizer, ranks, strategy):
     """Three micro-batches of 24, 84 and 28 trained tokens over two ranks (two and one): the token mean
     over the whole step."""
     want, want_metrics = _sft_delta(tokenizer, World())
-    (d0, m0), (d1, _) = ranks[0]["sft"], ranks[1]["sft"]
+    (d0, m0), (d1, _) = ranks[0][f"sft_{strategy}"], ranks[1][f"sft_{strategy}"]
     for name in want:
         assert torch.equal(d0[name], d1[name]), name
     _assert_same_update(d0, want)

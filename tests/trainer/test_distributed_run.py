@@ -1,6 +1,7 @@
 """The real CLI under `torchrun --nproc-per-node 2` (gloo): rank 0 alone logs and writes states, a
 run SIGKILLed mid-checkpoint and resumed under 2 processes ends as the uninterrupted one, and a state
-resumes only at the world size that wrote it.
+resumes only at the world size that wrote it. The same with the policy sharded (model.parallel: fsdp):
+its run follows the DDP run, its resume restores the sharded optimizer state bit for bit.
 
 fp32 on one thread a process, per-step rollout seeds and a gloo sum of two values make the
 uninterrupted 2-process run reproducible itself; wall-clock fields may differ.
@@ -23,10 +24,11 @@ ARGS = ["--set", "rl.steps=3", "--set", "checkpoint.every=1", "--set", "eval.tas
         "--set", "rl.algorithm.entropy_coef=0.01", "--set", "sft.examples=8", "--set", "sft.batch_size=4"]
 
 
-def _train(out: Path, procs: int = 2, resume: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+def _train(out: Path, procs: int = 2, resume: bool = False, env: dict | None = None,
+           more: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     launch = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}", "-m"]
               if procs > 1 else [sys.executable, "-m"])
-    cmd = [*launch, "agentic_rl.cli", "train", "recipes/tiny.yaml", *ARGS, "--set", f"output_dir={out}"]
+    cmd = [*launch, "agentic_rl.cli", "train", "recipes/tiny.yaml", *ARGS, *more, "--set", f"output_dir={out}"]
     return subprocess.run(cmd + (["--resume"] if resume else []), cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=600)
 
@@ -70,3 +72,61 @@ def test_a_state_resumes_only_at_the_world_size_that_wrote_it(uninterrupted, tmp
     proc = _train(out, procs=1, resume=True)
     assert proc.returncode != 0
     assert "written by 2 data-parallel process(es)" in proc.stderr and "--nproc-per-node 2" in proc.stderr
+
+
+FSDP = ("--set", "model.parallel=fsdp")
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fsdp") / "run"
+    proc = _train(out, more=FSDP)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_a_sharded_run_follows_the_ddp_run(uninterrupted, sharded):
+    """The same SFT and RL steps with every rank a whole copy (DDP) or a half (FSDP2): the losses and
+    gradient norms agree to fp32 noise, and the saved checkpoint holds the whole weights, equal to the
+    DDP run's. (FSDP forwards a group's prompt in every row instead of once, and reduce-scatters in
+    another order: ~1e-5 relative on SFT's gradient norm; the RL steps' norms, ~6e-5 from advantages
+    that nearly cancel, carry that noise amplified, ~1e-2.)"""
+    from safetensors.torch import load_file
+
+    rows, want = _metrics(sharded), _metrics(uninterrupted)
+    assert [(r.get("stage"), r.get("step")) for r in rows] == [(r.get("stage"), r.get("step")) for r in want]
+    trained = [(r, w) for r, w in zip(rows, want) if r.get("stage") in ("sft", "rl")]
+    assert len(trained) == 5
+    for r, w in trained:
+        assert r["loss"] == pytest.approx(w["loss"], rel=1e-4, abs=1e-6), r["step"]
+        assert r["grad_norm"] == pytest.approx(w["grad_norm"], rel=1e-3 if r["stage"] == "sft" else 2e-2), r["step"]
+    for stage in ("sft", "rl"):
+        got = load_file(sharded / "checkpoints" / stage / "model.safetensors")
+        ref = load_file(uninterrupted / "checkpoints" / stage / "model.safetensors")
+        assert got.keys() == ref.keys()  # whole tensors, the tied head saved once
+        assert all(got[k].shape == ref[k].shape for k in ref)
+    # after SFT's two steps (gradients of norm ~1.5) the weights agree; RL's Adam steps turn the noise of
+    # its ~6e-5 gradients into moves of up to lr (1e-3) a step, so its weights are not compared
+    sft = [load_file(run / "checkpoints" / "sft" / "model.safetensors") for run in (sharded, uninterrupted)]
+    assert max(float((sft[0][k] - sft[1][k]).abs().max()) for k in sft[1]) < 1e-4
+
+
+def test_a_sharded_run_resumes_after_sigkill_as_if_uninterrupted(sharded, tmp_path):
+    """Killed while writing its fourth state (RL step 2), resumed from RL step 1: the sharded optimizer
+    state (gathered whole, keyed by name) comes back into each rank's shard; the run ends bit for bit
+    as the uninterrupted sharded run."""
+    out = tmp_path / "run"
+    killed = _train(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:4"}, more=FSDP)
+    assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
+    resumed = _train(out, resume=True, more=FSDP)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "rl-step1" in resumed.stderr
+    _assert_same_run(sharded, out)
+
+
+def test_a_sharded_state_resumes_only_sharded(sharded, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(sharded, out)
+    proc = _train(out, resume=True)
+    assert proc.returncode != 0
+    assert "--set model.parallel=fsdp" in proc.stderr
