@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--port", type=int, default=8000)
     g.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"))
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--record", action="store_true",
+                   help="also record episodes: /episodes/{id}/v1/chat/completions, their rows and rewards (docs/proxy.md)")
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -169,7 +171,7 @@ def _serve(args) -> int:
     from agentic_rl.engines.server import serve
 
     try:
-        serve(args.checkpoint, args.host, args.port, args.precision, args.device)
+        serve(args.checkpoint, args.host, args.port, args.precision, args.device, args.record)
     except (FileNotFoundError, ValueError) as e:
         return _error(e)
     return 0

@@ -18,7 +18,10 @@ differently:
     - `reward`: the reward function raised, hung or returned garbage (tried twice);
     - `sandbox_start`: the code sandbox could not start (`SandboxUnavailable`);
     - `tool_backend`: a tool's backend failed (a tool raises `InfrastructureError`; tried twice);
-    - `engine`: a served engine could not sample the episode's next action (tried twice).
+    - `engine`: a served engine could not sample the episode's next action (tried twice);
+    - `worker`: a Ray rollout worker died with the episode (`trainer/workers.py`);
+    - `agent`: an agent program trained through the recording proxy raised, or never called the
+      model (`proxy/agents.py`; an agent returns a low reward for what the policy got wrong).
 
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
 other exception from a tool is the policy's call going wrong.
@@ -50,7 +53,7 @@ class InfrastructureError(Exception):
     kind = "tool_backend"
 
 
-INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "engine")
+INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "engine", "worker", "agent")
 
 
 @contextlib.contextmanager

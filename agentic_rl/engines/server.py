@@ -17,6 +17,9 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
   served model and sync the sampler; answers the new `version`. Requests in flight finish on the
   old weights; none samples from half-loaded ones.
 - `GET /health`, `GET /v1/models`, `GET /version`.
+- Recording mode (`--record`; `rollout.agent` in training): `/episodes/{id}/v1/chat/completions`
+  records every call of an episode as token ids, `POST /episodes/{id}/reward`, `GET /episodes/{id}`
+  gives its exact training rows (`proxy/recorder.py`, docs/proxy.md).
 
 Concurrent requests are batched: a worker thread takes every request waiting, groups them by
 sampling parameters and decodes each group in one engine session (the embedded engine's batching
@@ -31,6 +34,7 @@ import re
 import threading
 import time
 import uuid
+import zlib
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +46,7 @@ from agentic_rl.engines.base import Sample, SamplingParams
 class _Request:
     prompt: list[int]
     params: SamplingParams
+    seed: int | None = None  # its own random stream: the same draws whatever batch it lands in
     future: Future = field(default_factory=Future)
 
 
@@ -55,8 +60,8 @@ class BatchingWorker:
         self._seed = 0
         threading.Thread(target=self._loop, name="agentic-rl-serve", daemon=True).start()
 
-    def submit(self, prompt: list[int], params: SamplingParams) -> Future:
-        request = _Request(prompt, params)
+    def submit(self, prompt: list[int], params: SamplingParams, seed: int | None = None) -> Future:
+        request = _Request(prompt, params, seed)
         self.queue.put(request)
         return request.future
 
@@ -68,19 +73,20 @@ class BatchingWorker:
                     batch.append(self.queue.get_nowait())
                 except queue.Empty:
                     break
-            groups: dict[SamplingParams, list[_Request]] = {}
+            groups: dict[tuple, list[_Request]] = {}
             for r in batch:
-                groups.setdefault(r.params, []).append(r)
+                groups.setdefault((r.params, r.seed is None), []).append(r)
             with self.lock:
-                for params, requests in groups.items():
+                for (params, _), requests in groups.items():
                     self._decode(params, requests)
 
     def _decode(self, params: SamplingParams, requests: list[_Request]) -> None:
         self._seed += 1
         out: dict[int, Sample] = {}
+        seeds = {i: r.seed for i, r in enumerate(requests)} if requests[0].seed is not None else None
         try:
-            self.engine.session(self._seed).run({i: r.prompt for i, r in enumerate(requests)}, params,
-                                                lambda row, s: out.__setitem__(row, s))
+            self.engine.session(self._seed, seeds).run({i: r.prompt for i, r in enumerate(requests)}, params,
+                                                       lambda row, s: out.__setitem__(row, s))
         except Exception as e:  # the requests fail, the server lives
             for r in requests:
                 r.future.set_exception(e)
@@ -145,13 +151,16 @@ def _messages(messages: list[dict]) -> list[dict]:
 class _Handlers:
     """The endpoints' bodies over one engine (FastAPI calls the bound methods)."""
 
-    def __init__(self, engine, tokenizer, name: str):
+    def __init__(self, engine, tokenizer, name: str, recorder=None, sampling: SamplingParams | None = None):
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
         self.worker = BatchingWorker(engine)
+        self.recorder, self.sampling = recorder, sampling
 
     def params(self, body: dict) -> SamplingParams:
         from fastapi import HTTPException
 
+        if self.sampling is not None:  # training: the recipe's sampling, whatever the agent asks
+            return self.sampling
         stop = body.get("stop") or ()
         try:
             return SamplingParams(float(body.get("temperature", 1.0)), float(body.get("top_p", 1.0)),
@@ -159,13 +168,13 @@ class _Handlers:
         except (TypeError, ValueError) as e:
             raise HTTPException(400, f"invalid sampling parameters: {e}") from None
 
-    async def sample(self, prompt: list[int], params: SamplingParams) -> Sample:
+    async def sample(self, prompt: list[int], params: SamplingParams, seed: int | None = None) -> Sample:
         from fastapi import HTTPException
         from fastapi.concurrency import run_in_threadpool
 
         if not prompt or not all(isinstance(t, int) and 0 <= t < len(self.tokenizer) for t in prompt):
             raise HTTPException(400, "prompt: token ids of this model's vocabulary, at least one")
-        return await run_in_threadpool(self.worker.submit(prompt, params).result)
+        return await run_in_threadpool(self.worker.submit(prompt, params, seed).result)
 
     def reply(self, kind: str, choice: dict, prompt: list[int], sample: Sample) -> dict:
         return {"id": f"{kind}-{uuid.uuid4().hex}", "object": "chat.completion" if kind == "chatcmpl" else
@@ -203,24 +212,64 @@ class _Handlers:
             choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": lp}} for t, lp in zip(ids[1:], lps)]
         return self.reply("cmpl", choice, ids, s)
 
-    async def chat(self, body: dict):
+    def render(self, messages: list[dict], tools: list | None) -> str:
+        return self.tokenizer.apply_chat_template(_messages(messages), tools=tools, tokenize=False,
+                                                  add_generation_prompt=True)
+
+    async def chat(self, body: dict, episode: str | None = None):
+        """A chat completion; with `episode` (recording mode) the call is recorded under it and the
+        episode's own earlier replies are fed as sampled (`proxy/recorder.py`)."""
         from fastapi import HTTPException
 
         messages, tok = body.get("messages"), self.tokenizer
         if not isinstance(messages, list) or not messages:
             raise HTTPException(400, "messages: a non-empty list")
-        text = tok.apply_chat_template(_messages(messages), tools=body.get("tools"), tokenize=False,
-                                       add_generation_prompt=True)
-        ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        if episode is not None:
+            ids = self.recorder.prompt_ids(episode, messages, body.get("tools"), self.render)
+        else:
+            ids = list(tok(self.render(messages, body.get("tools")), add_special_tokens=False)["input_ids"])
         params = self.params({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
-        s = await self.sample(ids, params)
+        version = self.engine.version
+        # recorded: a stream of its own per episode and call, so a run samples alike however its calls batch
+        seed = zlib.crc32(f"{episode}/{len(self.recorder.episode(episode).calls)}".encode()) if episode else None
+        s = await self.sample(ids, params, seed)
         content, calls = _tool_calls(tok.decode(list(s.ids), skip_special_tokens=True))
         message = {"role": "assistant", "content": content or None, **({"tool_calls": calls} if calls else {})}
         choice = {"index": 0, "message": message,
                   "finish_reason": "tool_calls" if calls else _stop_reason(s, params, tok)[0]}
         if body.get("return_token_ids"):
             choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
+        if episode is not None:
+            from agentic_rl.proxy.recorder import Call
+
+            self.recorder.record(episode, Call(tuple(ids), tuple(s.ids), tuple(s.logprobs), s.text, s.stop_reason,
+                                               message, version))
         return self.reply("chatcmpl", choice, ids, s)
+
+    async def episode_chat(self, episode: str, body: dict):
+        return await self.chat(body, episode)
+
+    async def episode_reward(self, episode: str, body: dict):
+        """The episode's reward, posted by the agent or a verifier when it ends."""
+        from fastapi import HTTPException
+
+        try:
+            self.recorder.set_reward(episode, float(body["reward"]))
+        except (KeyError, TypeError, ValueError):
+            raise HTTPException(400, "reward: a number") from None
+        return {"episode": episode, "reward": float(body["reward"])}
+
+    async def episode_rows(self, episode: str):
+        """The episode's recorded calls as training rows: token ids, loss mask (1 on sampled
+        tokens), the sampler's logprobs, and whether the calls extended each other (one row)."""
+        from agentic_rl.proxy.recorder import trajectories
+        from agentic_rl.types import Task
+
+        ep = self.recorder.episode(episode)
+        rows = trajectories(ep, Task(episode, ""))
+        return {"episode": episode, "reward": ep.reward, "calls": len(ep.calls), "merged": len(rows) <= 1,
+                "rows": [{"token_ids": t.token_ids(), "loss_mask": t.loss_mask(),
+                          "logprobs": t.sampled_logprobs()} for t in rows]}
 
     async def load_weights(self, body: dict):
         from fastapi import HTTPException
@@ -233,12 +282,14 @@ class _Handlers:
         return {"version": version}
 
 
-def create_app(engine, tokenizer, name: str = "agentic-rl"):
-    """The ASGI app (FastAPI) serving `engine`."""
+def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None):
+    """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`proxy/recorder.py`) it also
+    records: `/episodes/{id}/v1/chat/completions`, `POST /episodes/{id}/reward`, `GET /episodes/{id}`;
+    `sampling` then replaces every request's sampling parameters (the recipe's, for training)."""
     from fastapi import FastAPI
 
     app = FastAPI(title="agentic-rl serve")
-    h = _Handlers(engine, tokenizer, name)
+    h = _Handlers(engine, tokenizer, name, recorder, sampling)
     app.state.worker = h.worker
     app.get("/health")(h.health)
     app.get("/version")(h.version)
@@ -246,17 +297,24 @@ def create_app(engine, tokenizer, name: str = "agentic-rl"):
     app.post("/v1/completions")(h.completions)
     app.post("/v1/chat/completions")(h.chat)
     app.post("/v1/load_weights")(h.load_weights)
+    if recorder is not None:
+        app.post("/episodes/{episode}/v1/chat/completions")(h.episode_chat)
+        app.post("/episodes/{episode}/reward")(h.episode_reward)
+        app.get("/episodes/{episode}")(h.episode_rows)
     return app
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
-          device: str = "auto") -> None:
-    """Load `checkpoint` and serve it until interrupted."""
+          device: str = "auto", record: bool = False) -> None:
+    """Load `checkpoint` and serve it until interrupted (`record`: the recording proxy's endpoints too)."""
     import uvicorn
 
     from agentic_rl.engines.hf import HFEngine
     from agentic_rl.models.loader import load_model
+    from agentic_rl.proxy.recorder import Recorder
 
     model, tokenizer = load_model(checkpoint, device=device)
-    uvicorn.run(create_app(HFEngine(model, tokenizer, precision), tokenizer, name=checkpoint), host=host, port=port,
+    engine = HFEngine(model, tokenizer, precision)
+    recorder = Recorder(tokenizer, engine.eos_ids) if record else None
+    uvicorn.run(create_app(engine, tokenizer, name=checkpoint, recorder=recorder), host=host, port=port,
                 log_level="warning")

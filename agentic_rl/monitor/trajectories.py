@@ -26,6 +26,7 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
         "terminated": t.terminated,
         "truncated": t.truncated,
         "error": t.error,
+        "split": list(t.split) if t.split else None,
         "turns": [
             {
                 "obs_text": tokenizer.decode(turn.obs_ids, skip_special_tokens=False),

@@ -67,6 +67,7 @@ def check_config(cfg: Config) -> None:
     _check_distill(cfg.distill)
     _check_rollout(cfg)
     _check_parallel(cfg)
+    _check_agent(cfg)
     teacher = cfg.hindsight.teacher
     if teacher not in ("", DEMONSTRATION_TEACHER) and _missing_directory(teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {teacher}")
@@ -133,6 +134,23 @@ def _check_distill(d: DistillConfig) -> None:
             raise ConfigError(f"distill.teachers: no such model directory: {name}")
     if d.only and not d.teachers:
         raise ConfigError("distill.only needs distill.teachers")
+
+
+def _check_agent(cfg: Config) -> None:
+    """An agent program's rollouts run in this process, on its engine, one step at a time."""
+    if not cfg.rollout.agent:
+        return
+    from agentic_rl.proxy.agents import load_agent
+
+    for key, blocked in (("rollout.workers", cfg.rollout.workers > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
+                         ("rollout.engine", cfg.rollout.engine != "embedded")):
+        if blocked:
+            raise ConfigError(f"{key}: not with rollout.agent (the recording proxy serves this process's "
+                              "embedded engine, synchronously)")
+    try:
+        load_agent(cfg.rollout.agent)
+    except (ValueError, ImportError) as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_parallel(cfg: Config) -> None:

@@ -80,6 +80,9 @@ class RolloutConfig:
     workers: int = 0
     worker_cpus: float = 1.0  # Ray CPUs reserved per rollout worker
     worker_gpus: float = 0.0  # Ray GPUs per rollout worker (Ray then shows each worker its own devices)
+    # RL rollouts by an agent program of your own through the recording proxy (docs/proxy.md):
+    # "module:function" or "file.py:function", called as function(task, base_url) -> reward | None
+    agent: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,25 @@ def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[
     ep = episodes(spec, {**cfg.env.options, "fewshot": fewshot}, cfg.rollout, temperature=0.0, concurrent=False)
     w = world()
     tasks = w.share(tasks)
+    if cfg.rollout.agent:  # the user's agent program, greedy, through the recording proxy
+        return w.unshare(w.gather(_agent_episodes(engine, tokenizer, cfg, ep, tasks)))
     groups = []
     size = cfg.eval.batch_size
     for k in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
         out, _ = rollout(engine, tokenizer, ep.make_env, tasks[k : k + size], 1, ep.params, ep.budget)
         groups += score_groups(ep.reward, out)
     return w.unshare(w.gather(groups))
+
+
+def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -> list:
+    from agentic_rl.proxy.agents import AgentRollouts, load_agent
+
+    agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
+                           ep.budget.step_timeout_s, concurrency=cfg.eval.batch_size)
+    try:
+        return agents.rollout(tasks, 1, cfg.eval.seed, label="eval")[0]
+    finally:
+        agents.close()
 
 
 def split_metrics(groups) -> dict:

@@ -24,6 +24,7 @@ from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.proxy.agents import AgentRollouts, load_agent
 from agentic_rl.rollout.hindsight import reference_solutions
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
@@ -65,6 +66,10 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     if cfg.rollout.workers:  # the steps' rollouts on Ray actors, given the weights as they are now
         run.workers = RolloutWorkers(cfg, engine.version)
         run.workers.checked_sync(model, engine.version, run.probe)
+    if cfg.rollout.agent:  # the steps' rollouts by the user's agent program, through the recording proxy
+        ep = run.episodes
+        run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
+                                   ep.budget.step_timeout_s, concurrency=cfg.rollout.max_concurrent)
     run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
                             steps, cfg.rl.max_staleness, in_flight)
     try:
@@ -73,6 +78,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         run.producer.close()
         if run.workers is not None:
             run.workers.close()
+        if run.agents is not None:
+            run.agents.close()
     if run.scorer.critic is not None and run.parallel.world.main:
         run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
 

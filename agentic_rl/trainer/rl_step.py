@@ -27,6 +27,7 @@ from agentic_rl.models.memory import peak_rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.proxy.agents import AgentRollouts
 from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.hindsight import (
@@ -75,6 +76,7 @@ class RLRun:
     producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
     parallel: DataParallel | None = None  # this rank's share of data-parallel training (`distributed.py`)
     workers: RolloutWorkers | None = None  # rollout.workers: the steps' rollouts on Ray actors (`workers.py`)
+    agents: AgentRollouts | None = None  # rollout.agent: an agent program through the recording proxy
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -150,12 +152,15 @@ def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup],
     tasks = [tasks[p] for p in positions]
     seeds = episode_seeds(seed, positions, G) if run.cfg.rollout.rng == "episode" else None
     seed += 7_919_777 * w.rank
-    if run.workers is not None:  # on Ray actors
-        groups, stats = run.workers.rollout(tasks, seed, seeds)
+    if run.agents is not None:  # the user's agent program, scored by it (or by the env's verifier)
+        groups, stats = run.agents.rollout(tasks, G, seed)
     else:
-        groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, G, ep.params, ep.budget, seed=seed,
-                                episode_seeds=seeds)
-    groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
+        if run.workers is not None:  # on Ray actors
+            groups, stats = run.workers.rollout(tasks, seed, seeds)
+        else:
+            groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, G, ep.params, ep.budget,
+                                    seed=seed, episode_seeds=seeds)
+        groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
     if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
         groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
     groups, stats = gather_rollouts(groups, stats)

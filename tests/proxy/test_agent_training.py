@@ -1,0 +1,30 @@
+"""GRPO through the recording proxy (`rollout.agent`): the example OpenAI-SDK agent
+(`examples/openai_calculator_agent.py`, which knows nothing of agentic-rl) runs every episode of a
+step against the proxy; every recorded episode becomes one merged multi-turn trajectory; the
+rewards the agent posts are the ones trained on."""
+
+from __future__ import annotations
+
+import json
+
+from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.loop import train
+
+
+def test_every_episode_of_the_example_agent_is_one_trajectory_and_grpo_trains_on_them(tmp_path):
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/proxy/scored_agent.py:run", "sft.examples=0",
+                                             "eval.baselines=false", "eval.tasks_per_split=2",
+                                             f"output_dir={tmp_path}"])
+    train(cfg)
+    rows = [json.loads(line) for line in (cfg.run_dir / "trajectories" / "rl.jsonl").open()]
+    assert len(rows) == 2 * 2 * 4  # steps x tasks x group
+    assert all(r["split"] is None for r in rows)  # merged: each call extended the last
+    assert all(len(r["turns"]) == 4 for r in rows)  # a random model never answers: 4 calls, nudged
+    for r in rows:  # a later turn's new tokens are the tool result or the nudge, then the reply's header
+        assert all(t["obs_text"].endswith("<|im_start|>assistant\n") for t in r["turns"])
+        assert r["reward"] == float(sum(r["turns"][0]["action_ids"]) % 2 == 0)
+    assert {r["reward"] for r in rows} == {0.0, 1.0}
+    steps = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()]
+    rl = [s for s in steps if s.get("stage") == "rl"]
+    assert [s["step"] for s in rl] == [1, 2] and all(s["trained_tokens"] > 0 for s in rl)
+    assert all(s["infra_failure_frac"] == 0 for s in rl)

@@ -1,0 +1,110 @@
+"""The recording proxy's rows (`proxy/recorder.py`): an agent's replies sent back unedited are fed as
+they were sampled, so an episode's calls extend each other and make one trajectory whose tokens are
+exactly what the policy was fed and sampled; an edited history splits the episode into exact rows.
+
+The sampled ids are deliberately a tokenization the tokenizer would never produce for their text
+(one token a character), so a prompt built by re-rendering the reply's text could not extend them:
+the extension shows the sampled ids were used.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentic_rl.engines.server import _messages
+from agentic_rl.models.loader import load_tokenizer
+from agentic_rl.proxy.recorder import Call, Episode, Recorder, trajectories
+from agentic_rl.types import Task
+
+TOOLS = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]
+CALL_TEXT = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer("tiny")
+
+
+def render(tok):
+    return lambda messages, tools: tok.apply_chat_template(_messages(messages), tools=tools, tokenize=False,
+                                                          add_generation_prompt=True)
+
+
+def char_ids(tok, text: str) -> tuple[int, ...]:
+    """`text` one character a token: ids a policy may sample, never the tokenizer's own encoding."""
+    return tuple(i for ch in text for i in tok(ch, add_special_tokens=False)["input_ids"])
+
+
+def _call(prompt, ids, message, stop="stop") -> Call:
+    return Call(tuple(prompt), tuple(ids), tuple(-0.5 for _ in ids), "", stop, message, 0)
+
+
+def _echo(message: dict) -> dict:
+    """The reply as an OpenAI-SDK agent sends it back: its own call id, the JSON re-serialized."""
+    calls = [{"id": "call_x", "type": "function",
+              "function": {"name": c["function"]["name"],
+                           "arguments": json.dumps(json.loads(c["function"]["arguments"]), indent=1)}}
+             for c in message.get("tool_calls", [])]
+    return {"role": "assistant", "content": message.get("content"), **({"tool_calls": calls} if calls else {})}
+
+
+def _episode(tok, edit: bool = False) -> tuple[Recorder, list[Call]]:
+    """Three calls: a tool call, a plain reply that ends with the end-of-turn token, a final answer."""
+    rec, r = Recorder(tok, eos_ids=[tok.eos_token_id]), render(tok)
+    messages = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"}]
+    replies = [({"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "calculator", "arguments": '{"expression": "6*7"}'}}]}, char_ids(tok, CALL_TEXT), "stop"),
+               ({"role": "assistant", "content": "It is 42"}, (*char_ids(tok, "It is 42"), tok.eos_token_id), "eos"),
+               ({"role": "assistant", "content": "Answer: 42"}, (*char_ids(tok, "Answer: 42"), tok.eos_token_id), "eos")]
+    calls = []
+    for k, (message, ids, stop) in enumerate(replies):
+        prompt = rec.prompt_ids("e", messages, TOOLS, r)
+        rec.record("e", _call(prompt, ids, message, stop))
+        calls.append(rec.episode("e").calls[-1])
+        sent = _echo(message)
+        if edit and k == 1:
+            sent["content"] = "It is 42."  # the agent edits what the policy said
+        messages += [sent, {"role": "tool", "content": "42"} if k == 0 else {"role": "user", "content": "Answer?"}]
+    return rec, calls
+
+
+def test_replies_sent_back_are_fed_as_sampled_and_the_episode_is_one_trajectory(tok):
+    rec, calls = _episode(tok)
+    for before, after in zip(calls, calls[1:]):
+        assert after.prompt_ids[: len(before.prompt_ids) + len(before.ids)] == before.prompt_ids + before.ids
+    (t,) = trajectories(rec.episode("e"), Task("t", "p"))
+    assert t.split is None and len(t.turns) == 3
+    assert tuple(t.token_ids()) == calls[-1].prompt_ids + calls[-1].ids  # every token the policy saw or sampled
+    sampled = [tok_id for c in calls for tok_id in c.ids]
+    assert [i for i, m in zip(t.token_ids(), t.loss_mask()) if m] == sampled  # trained = sampled, nothing else
+    assert [lp for lp, m in zip(t.sampled_logprobs(), t.loss_mask()) if m] == [-0.5] * len(sampled)
+    # the end-of-turn token the second reply sampled is not repeated by the template after it
+    end = len(calls[1].prompt_ids) + len(calls[1].ids)
+    assert tok.decode(calls[2].prompt_ids[end - 1 : end + 1]) == "<|im_end|>\n"
+
+
+def test_a_re_rendered_history_would_not_extend_the_sampled_ids(tok):
+    """The witness: the second prompt built from the reply's text (what a proxy that re-tokenizes
+    does) is not an extension of the first call's prompt + sampled ids."""
+    _, calls = _episode(tok)
+    first = calls[0]
+    messages = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"},
+                _echo(first.message), {"role": "tool", "content": "42"}]
+    plain = tok(render(tok)(messages, TOOLS), add_special_tokens=False)["input_ids"]
+    assert tuple(plain[: len(first.prompt_ids) + len(first.ids)]) != first.prompt_ids + first.ids
+
+
+def test_an_edited_history_splits_the_episode_into_exact_rows(tok):
+    rec, calls = _episode(tok, edit=True)
+    rows = trajectories(rec.episode("e"), Task("t", "p"), reward=1.0)
+    assert [t.split for t in rows] == [(0, 2), (1, 2)]
+    assert [len(t.turns) for t in rows] == [2, 1]
+    assert tuple(rows[0].token_ids()) == calls[1].prompt_ids + calls[1].ids
+    assert tuple(rows[1].token_ids()) == calls[2].prompt_ids + calls[2].ids  # its own exact prompt
+    assert all(t.reward == 1.0 for t in rows)
+
+
+def test_an_episode_without_calls_has_no_rows():
+    assert trajectories(Episode("e"), Task("t", "p")) == []
