@@ -21,7 +21,7 @@ differently:
     - `engine`: a served engine could not sample the episode's next action (tried twice);
     - `worker`: a Ray rollout worker died with the episode (`trainer/workers.py`);
     - `agent`: an agent program trained through the recording proxy raised, or never called the
-      model (`proxy/agents.py`; an agent returns a low reward for what the policy got wrong).
+      model (`trainer/agents.py`; an agent returns a low reward for what the policy got wrong).
 
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
 other exception from a tool is the policy's call going wrong.

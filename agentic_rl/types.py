@@ -71,7 +71,7 @@ class Trajectory:
     # the machine failed, not the policy (`faults.py`: reset, env_step, reward, sandbox_start,
     # tool_backend): the episode trains nothing and leaves its group's statistics
     infra_failure: str | None = None
-    # a recorded agent episode whose calls did not extend each other (`proxy/recorder.py`): this row is
+    # a recorded agent episode whose calls did not extend each other (`engines/recorder.py`): this row is
     # run i of n, each exact; None for an episode that is one trajectory
     split: tuple[int, int] | None = None
 

@@ -19,7 +19,7 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
 - `GET /health`, `GET /v1/models`, `GET /version`.
 - Recording mode (`--record`; `rollout.agent` in training): `/episodes/{id}/v1/chat/completions`
   records every call of an episode as token ids, `POST /episodes/{id}/reward`, `GET /episodes/{id}`
-  gives its exact training rows (`proxy/recorder.py`, docs/proxy.md).
+  gives its exact training rows (`engines/recorder.py`, docs/proxy.md).
 
 Concurrent requests are batched: a worker thread takes every request waiting, groups them by
 sampling parameters and decodes each group in one engine session (the embedded engine's batching
@@ -218,7 +218,7 @@ class _Handlers:
 
     async def chat(self, body: dict, episode: str | None = None):
         """A chat completion; with `episode` (recording mode) the call is recorded under it and the
-        episode's own earlier replies are fed as sampled (`proxy/recorder.py`)."""
+        episode's own earlier replies are fed as sampled (`engines/recorder.py`)."""
         from fastapi import HTTPException
 
         messages, tok = body.get("messages"), self.tokenizer
@@ -240,7 +240,7 @@ class _Handlers:
         if body.get("return_token_ids"):
             choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
         if episode is not None:
-            from agentic_rl.proxy.recorder import Call
+            from agentic_rl.engines.recorder import Call
 
             self.recorder.record(episode, Call(tuple(ids), tuple(s.ids), tuple(s.logprobs), s.text, s.stop_reason,
                                                message, version))
@@ -262,7 +262,7 @@ class _Handlers:
     async def episode_rows(self, episode: str):
         """The episode's recorded calls as training rows: token ids, loss mask (1 on sampled
         tokens), the sampler's logprobs, and whether the calls extended each other (one row)."""
-        from agentic_rl.proxy.recorder import trajectories
+        from agentic_rl.engines.recorder import trajectories
         from agentic_rl.types import Task
 
         ep = self.recorder.episode(episode)
@@ -283,7 +283,7 @@ class _Handlers:
 
 
 def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None):
-    """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`proxy/recorder.py`) it also
+    """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`engines/recorder.py`) it also
     records: `/episodes/{id}/v1/chat/completions`, `POST /episodes/{id}/reward`, `GET /episodes/{id}`;
     `sampling` then replaces every request's sampling parameters (the recipe's, for training)."""
     from fastapi import FastAPI
@@ -310,8 +310,8 @@ def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision:
     import uvicorn
 
     from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.engines.recorder import Recorder
     from agentic_rl.models.loader import load_model
-    from agentic_rl.proxy.recorder import Recorder
 
     model, tokenizer = load_model(checkpoint, device=device)
     engine = HFEngine(model, tokenizer, precision)

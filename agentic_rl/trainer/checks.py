@@ -140,7 +140,7 @@ def _check_agent(cfg: Config) -> None:
     """An agent program's rollouts run in this process, on its engine, one step at a time."""
     if not cfg.rollout.agent:
         return
-    from agentic_rl.proxy.agents import load_agent
+    from agentic_rl.trainer.agents import load_agent
 
     for key, blocked in (("rollout.workers", cfg.rollout.workers > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
                          ("rollout.engine", cfg.rollout.engine != "embedded")):

@@ -55,7 +55,7 @@ def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[
 
 
 def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -> list:
-    from agentic_rl.proxy.agents import AgentRollouts, load_agent
+    from agentic_rl.trainer.agents import AgentRollouts, load_agent
 
     agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
                            ep.budget.step_timeout_s, concurrency=cfg.eval.batch_size)

@@ -24,8 +24,8 @@ from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.logger import MetricsLogger
-from agentic_rl.proxy.agents import AgentRollouts, load_agent
 from agentic_rl.rollout.hindsight import reference_solutions
+from agentic_rl.trainer.agents import AgentRollouts, load_agent
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
 from agentic_rl.trainer.critic import make_critic

@@ -27,7 +27,6 @@ from agentic_rl.models.memory import peak_rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
-from agentic_rl.proxy.agents import AgentRollouts
 from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.hindsight import (
@@ -40,6 +39,7 @@ from agentic_rl.rollout.hindsight import (
     hindsight_corrections,
 )
 from agentic_rl.rollout.loop import RolloutStats, episode_seeds, rollout
+from agentic_rl.trainer.agents import AgentRollouts
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import Scorer, assign_credit
 from agentic_rl.trainer.distributed import DataParallel, gather_rollouts, world

@@ -58,12 +58,17 @@ def test_resume_under_two_processes_after_sigkill_mid_checkpoint(uninterrupted, 
     """Rank 0 is SIGKILLed while writing its third state (torchrun then stops rank 1); the same
     command with --resume finishes the run as if nothing had happened."""
     out = tmp_path / "run"
-    killed = _train(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:3"})
-    assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
-    resumed = _train(out, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resuming from" in resumed.stderr
+    assert "resuming from" in _killed_and_resumed(out, 3)
     _assert_same_run(uninterrupted, out)
+
+
+def _killed_and_resumed(out: Path, write: int, more: tuple[str, ...] = ()) -> str:
+    """The run SIGKILLed while writing its `write`-th state, then resumed; the resumed run's stderr."""
+    killed = _train(out, env={"AGENTIC_RL_FAILPOINT": f"state.mid_write:{write}"}, more=more)
+    assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
+    resumed = _train(out, resume=True, more=more)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return resumed.stderr
 
 
 def test_a_state_resumes_only_at_the_world_size_that_wrote_it(uninterrupted, tmp_path):
@@ -116,11 +121,7 @@ def test_a_sharded_run_resumes_after_sigkill_as_if_uninterrupted(sharded, tmp_pa
     state (gathered whole, keyed by name) comes back into each rank's shard; the run ends bit for bit
     as the uninterrupted sharded run."""
     out = tmp_path / "run"
-    killed = _train(out, env={"AGENTIC_RL_FAILPOINT": "state.mid_write:4"}, more=FSDP)
-    assert killed.returncode != 0 and "SIGKILL" in killed.stderr, killed.stderr[-2000:]
-    resumed = _train(out, resume=True, more=FSDP)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "rl-step1" in resumed.stderr
+    assert "rl-step1" in _killed_and_resumed(out, 4, FSDP)
     _assert_same_run(sharded, out)
 
 

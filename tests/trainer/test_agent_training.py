@@ -12,7 +12,7 @@ from agentic_rl.trainer.loop import train
 
 
 def test_every_episode_of_the_example_agent_is_one_trajectory_and_grpo_trains_on_them(tmp_path):
-    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/proxy/scored_agent.py:run", "sft.examples=0",
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/trainer/scored_agent.py:run", "sft.examples=0",
                                              "eval.baselines=false", "eval.tasks_per_split=2",
                                              f"output_dir={tmp_path}"])
     train(cfg)

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentic_rl.engines.base import SamplingParams
-from agentic_rl.proxy.recorder import Recorder, trajectories
+from agentic_rl.engines.recorder import Recorder, trajectories
 from agentic_rl.rewards.scoring import score_trajectory
 from agentic_rl.rollout.loop import RolloutStats
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup

@@ -1,4 +1,4 @@
-"""The recording proxy's rows (`proxy/recorder.py`): an agent's replies sent back unedited are fed as
+"""The recording proxy's rows (`engines/recorder.py`): an agent's replies sent back unedited are fed as
 they were sampled, so an episode's calls extend each other and make one trajectory whose tokens are
 exactly what the policy was fed and sampled; an edited history splits the episode into exact rows.
 
@@ -13,9 +13,9 @@ import json
 
 import pytest
 
+from agentic_rl.engines.recorder import Call, Episode, Recorder, trajectories
 from agentic_rl.engines.server import _messages
 from agentic_rl.models.loader import load_tokenizer
-from agentic_rl.proxy.recorder import Call, Episode, Recorder, trajectories
 from agentic_rl.types import Task
 
 TOOLS = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]
