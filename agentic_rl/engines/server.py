@@ -19,7 +19,8 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
 - `GET /health`, `GET /v1/models`, `GET /version`.
 - Recording mode (`--record`; `rollout.agent` in training): `/episodes/{id}/v1/chat/completions`
   records every call of an episode as token ids, `POST /episodes/{id}/reward`, `GET /episodes/{id}`
-  gives its exact training rows (`engines/recorder.py`, docs/proxy.md).
+  gives its exact training rows, `DELETE /episodes/{id}` forgets it (`engines/recorder.py`,
+  docs/proxy.md).
 
 Concurrent requests are batched: a worker thread takes every request waiting, groups them by
 sampling parameters and decodes each group in one engine session (the embedded engine's batching
@@ -271,6 +272,11 @@ class _Handlers:
                 "rows": [{"token_ids": t.token_ids(), "loss_mask": t.loss_mask(),
                           "logprobs": t.sampled_logprobs()} for t in rows]}
 
+    async def episode_drop(self, episode: str):
+        """Forget the episode (a long-running recorder keeps every episode until asked)."""
+        ep = self.recorder.pop(episode)
+        return {"episode": episode, "calls": len(ep.calls)}
+
     async def load_weights(self, body: dict):
         from fastapi import HTTPException
         from fastapi.concurrency import run_in_threadpool
@@ -301,6 +307,7 @@ def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampl
         app.post("/episodes/{episode}/v1/chat/completions")(h.episode_chat)
         app.post("/episodes/{episode}/reward")(h.episode_reward)
         app.get("/episodes/{episode}")(h.episode_rows)
+        app.delete("/episodes/{episode}")(h.episode_drop)
     return app
 
 

@@ -262,3 +262,33 @@ def test_a_broken_weight_update_on_the_server_is_caught_by_the_probe(broken, ser
     version = engine.sync_weights()
     with pytest.raises(WeightSyncError, match=f"version {version}"):
         probe.check(engine, model)
+
+
+def test_the_recording_endpoints_record_an_episode_its_reward_and_forget_it(tiny, tokenizer):
+    """`serve --record`: two chat calls of one episode, the first reply sent back as it came; the
+    episode's rows are one merged row whose trained tokens are the two replies' sampled ids; the
+    posted reward is kept; DELETE forgets the episode."""
+    import httpx
+
+    from agentic_rl.engines.recorder import Recorder
+
+    engine = HFEngine(copy.deepcopy(tiny), tokenizer, "fp32")
+    server = Server(create_app(engine, tokenizer, recorder=Recorder(tokenizer, engine.eos_ids)))
+    try:
+        base = server.url + "/episodes/ep1"
+        messages = [{"role": "user", "content": "What is 6*7?"}]
+        sampled = []
+        for _ in range(2):
+            r = httpx.post(base + "/v1/chat/completions", timeout=30, json={
+                "messages": messages, "max_tokens": 6, "return_token_ids": True}).json()["choices"][0]
+            sampled += r["token_ids"]
+            messages += [r["message"], {"role": "user", "content": "Again?"}]
+        assert httpx.post(base + "/reward", json={"reward": 0.5}).json()["reward"] == 0.5
+        got = httpx.get(base).json()
+        assert got["calls"] == 2 and got["merged"] and got["reward"] == 0.5
+        (row,) = got["rows"]
+        assert [i for i, m in zip(row["token_ids"], row["loss_mask"]) if m] == sampled
+        assert httpx.post(base + "/reward", json={"reward": "high"}).status_code == 400
+        assert httpx.delete(base).json()["calls"] == 2 and httpx.get(base).json()["calls"] == 0
+    finally:
+        server.stop()
