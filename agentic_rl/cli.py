@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     g.add_argument("--record", action="store_true",
                    help="also record episodes: /episodes/{id}/v1/chat/completions, their rows and rewards (docs/proxy.md)")
+    g.add_argument("--history", default="keep", choices=("keep", "template"),
+                   help="recorded replies sent back: as sampled (keep) or as the chat template renders them (template)")
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -171,7 +173,7 @@ def _serve(args) -> int:
     from agentic_rl.engines.server import serve
 
     try:
-        serve(args.checkpoint, args.host, args.port, args.precision, args.device, args.record)
+        serve(args.checkpoint, args.host, args.port, args.precision, args.device, args.record, args.history)
     except (FileNotFoundError, ValueError) as e:
         return _error(e)
     return 0

@@ -12,6 +12,14 @@ sampled ids go in between (less the end-of-turn token the template writes after 
 already ended with it). Whatever this builds is what the policy is fed, so a recorded call is exact
 by construction.
 
+**Templates that rewrite history** (`history`). Some chat templates do not render an earlier reply as
+it was sampled: a Qwen3-style template drops a reply's reasoning once a user speaks again
+(`models/chat_template.REASONING_CHATML_TEMPLATE`). Per recorder, a documented choice:
+`keep` (the default) feeds every reply sent back as sampled, so the episode stays one trajectory and
+the policy sees its whole history, as at sampling time; `template` feeds what the template renders
+wherever that differs from the sample (found by rendering the real message and comparing), as the
+model would see it deployed; the episode is then split there into exact rows.
+
 **One trajectory when the calls extend each other.** When a call's prompt starts with the previous
 call's prompt and completion (an append-only template, the agent sending its history back
 unedited), the episode is one multi-turn trajectory: each later prompt's new tokens are an
@@ -31,6 +39,7 @@ from typing import Any
 
 from agentic_rl.types import Task, ToolCall, Trajectory, Turn
 
+HISTORY = ("keep", "template")
 MARK = "\ue000{}\ue001"  # private-use code points: no chat template or agent writes them
 _MARKS = re.compile("\ue000(\\d+)\ue001")
 
@@ -78,9 +87,12 @@ def same_message(m: dict, reply: dict) -> bool:
 class Recorder:
     """Episodes by id, shared by the server's request threads."""
 
-    def __init__(self, tokenizer, eos_ids: Sequence[int] = ()):
+    def __init__(self, tokenizer, eos_ids: Sequence[int] = (), history: str = "keep"):
+        if history not in HISTORY:
+            raise ValueError(f"history: one of {', '.join(HISTORY)} (got {history!r})")
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
+        self.history = history
         self.episodes: dict[str, Episode] = {}
         self.lock = threading.Lock()
 
@@ -92,17 +104,28 @@ class Recorder:
         """The ids to feed the policy for `messages` in episode `eid`: the chat template's rendering
         (`render(messages, tools) -> text`), with this episode's own replies spliced in as sampled."""
         replies = list(self.episode(eid).calls)
-        shown, spliced, used = [], [], 0
-        for m in messages:
+        shown, spliced, used = list(messages), [], 0
+        for i, m in enumerate(messages):
             match = next((j for j in range(used, len(replies)) if m.get("role") == "assistant"
                           and same_message(m, replies[j].message)), None)
             if match is None:
-                shown.append(m)
                 continue
-            shown.append({"role": "assistant", "content": MARK.format(len(spliced))})
-            spliced.append(replies[match])
             used = match + 1
+            marked = [*shown[:i], {"role": "assistant", "content": MARK.format(len(spliced))}, *shown[i + 1 :]]
+            if self.history == "template" and not self._as_sampled(replies[match], render(marked, tools),
+                                                                    render(shown, tools), len(spliced)):
+                continue  # the template rewrites this reply: it is fed as rendered
+            shown = marked
+            spliced.append(replies[match])
         return self._splice(render(shown, tools), spliced)
+
+    def _as_sampled(self, reply: Call, marked: str, real: str, k: int) -> bool:
+        """Whether the template renders the reply, in this conversation, as the text it sampled
+        (`marked` and `real`: the conversation rendered with the reply as marker `k` and as itself)."""
+        before, _, after = marked.partition(MARK.format(k))
+        ids = reply.ids[:-1] if reply.ids and reply.ids[-1] in self.eos_ids else reply.ids
+        shown = real[len(before) : len(real) - len(after)] if real.startswith(before) and real.endswith(after) else None
+        return shown == self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def _splice(self, text: str, spliced: list[Call]) -> list[int]:
         parts = _MARKS.split(text)  # text, index, text, index, ..., text

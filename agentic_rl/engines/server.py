@@ -312,7 +312,7 @@ def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampl
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision: str = "auto",
-          device: str = "auto", record: bool = False) -> None:
+          device: str = "auto", record: bool = False, history: str = "keep") -> None:
     """Load `checkpoint` and serve it until interrupted (`record`: the recording proxy's endpoints too)."""
     import uvicorn
 
@@ -322,6 +322,6 @@ def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision:
 
     model, tokenizer = load_model(checkpoint, device=device)
     engine = HFEngine(model, tokenizer, precision)
-    recorder = Recorder(tokenizer, engine.eos_ids) if record else None
+    recorder = Recorder(tokenizer, engine.eos_ids, history) if record else None
     uvicorn.run(create_app(engine, tokenizer, name=checkpoint, recorder=recorder), host=host, port=port,
                 log_level="warning")

@@ -38,6 +38,21 @@ TOOL_CHATML_TEMPLATE = r"""
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
 """
 
+# The same template with a reasoning block in the style of Qwen3's: an assistant message's
+# `<think>...</think>` is shown only while it answers the latest user message; once a user speaks
+# again, earlier replies are rendered without their reasoning. The rendering of the next turn then
+# does not extend what was sampled: history is rewritten (docs/proxy.md).
+REASONING_CHATML_TEMPLATE = TOOL_CHATML_TEMPLATE.replace(
+    "{%- for message in messages[ns.start:] -%}",
+    "{%- set last = namespace(user=-1) -%}"
+    "{%- for m in messages -%}{%- if m['role'] == 'user' -%}{%- set last.user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for message in messages[ns.start:] -%}", 1).replace(
+    r"{{- '<|im_start|>assistant\n' + (message['content'] or '') -}}",
+    "{%- set content = message['content'] or '' -%}"
+    "{%- if '</think>' in content and ns.start + loop.index0 < last.user -%}"
+    r"{%- set content = content.split('</think>')[-1].lstrip('\n') -%}{%- endif -%}"
+    r"{{- '<|im_start|>assistant\n' + content -}}", 1)
+
 
 def install_chat_template(tokenizer) -> None:
     """Give the tokenizer a tool-capable template unless its own already renders tool calls."""

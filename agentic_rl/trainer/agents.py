@@ -58,12 +58,12 @@ def load_agent(spec: str) -> Agent:
 class Proxy:
     """The recording server over `engine`, on a free local port, on a thread of its own."""
 
-    def __init__(self, engine, tokenizer, sampling: SamplingParams | None):
+    def __init__(self, engine, tokenizer, sampling: SamplingParams | None, history: str = "keep"):
         import uvicorn
 
         from agentic_rl.engines.server import create_app
 
-        self.recorder = Recorder(tokenizer, engine.eos_ids)
+        self.recorder = Recorder(tokenizer, engine.eos_ids, history)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -89,10 +89,10 @@ class AgentRollouts:
     """A step's groups from the agent's episodes: `rollout(tasks, G, seed)`."""
 
     def __init__(self, agent: Agent, engine, tokenizer, sampling: SamplingParams, reward_fn, timeout_s: float = 0.0,
-                 concurrency: int = 0):
-        """`concurrency`: episodes run at once (0: all of a call's)."""
+                 concurrency: int = 0, history: str = "keep"):
+        """`concurrency`: episodes run at once (0: all of a call's); `history`: `Recorder`'s."""
         self.agent, self.reward_fn, self.timeout_s, self.concurrency = agent, reward_fn, timeout_s, concurrency
-        self.proxy = Proxy(engine, tokenizer, sampling)
+        self.proxy = Proxy(engine, tokenizer, sampling, history)
 
     def rollout(self, tasks: Sequence[Task], G: int, seed: int,
                 label: str = "s") -> tuple[list[TrajectoryGroup], RolloutStats]:

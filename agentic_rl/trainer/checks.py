@@ -138,6 +138,8 @@ def _check_distill(d: DistillConfig) -> None:
 
 def _check_agent(cfg: Config) -> None:
     """An agent program's rollouts run in this process, on its engine, one step at a time."""
+    if cfg.rollout.agent_history not in ("keep", "template"):
+        raise ConfigError(f"rollout.agent_history: keep or template (got {cfg.rollout.agent_history!r})")
     if not cfg.rollout.agent:
         return
     from agentic_rl.trainer.agents import load_agent

@@ -83,6 +83,9 @@ class RolloutConfig:
     # RL rollouts by an agent program of your own through the recording proxy (docs/proxy.md):
     # "module:function" or "file.py:function", called as function(task, base_url) -> reward | None
     agent: str = ""
+    # replies the agent sends back: keep (fed as sampled: one trajectory) | template (fed as the chat template
+    # renders them where it rewrites history, e.g. drops earlier reasoning: the episode splits into rows)
+    agent_history: str = "keep"
 
 
 @dataclass(frozen=True)

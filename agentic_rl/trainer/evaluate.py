@@ -58,7 +58,7 @@ def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -
     from agentic_rl.trainer.agents import AgentRollouts, load_agent
 
     agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
-                           ep.budget.step_timeout_s, concurrency=cfg.eval.batch_size)
+                           ep.budget.step_timeout_s, cfg.eval.batch_size, cfg.rollout.agent_history)
     try:
         return agents.rollout(tasks, 1, cfg.eval.seed, label="eval")[0]
     finally:

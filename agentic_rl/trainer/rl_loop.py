@@ -69,7 +69,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     if cfg.rollout.agent:  # the steps' rollouts by the user's agent program, through the recording proxy
         ep = run.episodes
         run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
-                                   ep.budget.step_timeout_s, concurrency=cfg.rollout.max_concurrent)
+                                   ep.budget.step_timeout_s, cfg.rollout.max_concurrent, cfg.rollout.agent_history)
     run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
                             steps, cfg.rl.max_staleness, in_flight)
     try:

@@ -108,3 +108,44 @@ def test_an_edited_history_splits_the_episode_into_exact_rows(tok):
 
 def test_an_episode_without_calls_has_no_rows():
     assert trajectories(Episode("e"), Task("t", "p")) == []
+
+
+def _reasoning_episode(tok, history: str) -> tuple[Recorder, list[Call]]:
+    """A Qwen3-style template (`REASONING_CHATML_TEMPLATE`): two replies with reasoning answer one
+    question (a tool result between them); then the user speaks again, and the template renders the
+    earlier replies without their reasoning."""
+    from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE
+
+    rec = Recorder(tok, eos_ids=[tok.eos_token_id], history=history)
+    r = lambda m, tools: tok.apply_chat_template(_messages(m), tools=tools, tokenize=False,  # noqa: E731
+                                                 add_generation_prompt=True, chat_template=REASONING_CHATML_TEMPLATE)
+    messages = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"}]
+    texts, follow = ["<think>use the tool</think>\n\nchecking", "<think>it said 42</think>\n\nIt is 42.", "Yes."], \
+        [{"role": "tool", "content": "42"}, {"role": "user", "content": "Sure?"}, None]
+    calls = []
+    for text, after in zip(texts, follow):
+        rec.record("e", _call(rec.prompt_ids("e", messages, None, r), (*char_ids(tok, text), tok.eos_token_id),
+                              {"role": "assistant", "content": text}, "eos"))
+        calls.append(rec.episode("e").calls[-1])
+        messages += [{"role": "assistant", "content": text}, *([after] if after else [])]
+    return rec, calls
+
+
+def test_a_template_that_drops_earlier_reasoning_keeps_history_or_splits_as_chosen(tok):
+    """history: keep feeds the replies as sampled (one trajectory, reasoning and all); history:
+    template feeds what the template renders: the replies to the first question keep their reasoning
+    (one merged row), and after the user speaks again they are rendered without it, so the third call
+    starts a row of its own, whose prompt holds no reasoning. Every row is its calls' exact tokens."""
+    rec, calls = _reasoning_episode(tok, "keep")
+    (t,) = trajectories(rec.episode("e"), Task("t", "p"))
+    assert len(t.turns) == 3 and tuple(t.token_ids()) == calls[-1].prompt_ids + calls[-1].ids
+
+    rec, calls = _reasoning_episode(tok, "template")
+    rows = trajectories(rec.episode("e"), Task("t", "p"))
+    assert [t.split for t in rows] == [(0, 2), (1, 2)] and [len(t.turns) for t in rows] == [2, 1]
+    assert tuple(rows[0].token_ids()) == calls[1].prompt_ids + calls[1].ids
+    assert tuple(rows[1].token_ids()) == calls[2].prompt_ids + calls[2].ids
+    third = tok.decode(calls[2].prompt_ids)
+    assert "<think>" not in third and "checking<|im_end|>" in third and "It is 42.<|im_end|>" in third
+    with pytest.raises(ValueError, match="history"):
+        Recorder(tok, history="sometimes")
