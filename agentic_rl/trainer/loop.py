@@ -75,7 +75,8 @@ def _stages(run: Run, saved) -> dict:
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
         run.held_out("base_zero_shot")
-        run.held_out("base_few_shot", fewshot=True)
+        if not cfg.rollout.agent:  # an agent program brings its own prompt: a few-shot one is the same run
+            run.held_out("base_few_shot", fewshot=True)
         run.done("baselines", weights=False)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
         losses = run.timed("sft", lambda: run_sft(run.model, tokenizer, spec, cfg, logger, store, progress, saved))
