@@ -26,7 +26,6 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
         "terminated": t.terminated,
         "truncated": t.truncated,
         "error": t.error,
-        "split": list(t.split) if t.split else None,
         "turns": [
             {
                 "obs_text": tokenizer.decode(turn.obs_ids, skip_special_tokens=False),
@@ -46,6 +45,8 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
         "token_ids": t.token_ids(),
         "loss_mask": mask,
         "advantages": [round(float(a), 5) for a in advantages] if advantages is not None else None,
+        # a recorded agent episode split into rows (`engines/recorder.py`): this row is run i of n
+        **({"split": list(t.split)} if t.split else {}),
     }
 
 
