@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True, help="a checkpoint directory (runs/NAME/checkpoints/...)")
     e.add_argument("--tasks", help="JSONL file, one task per line with 'prompt' and 'answer'")
     e.add_argument("--fewshot", action="store_true", help="prompt with the env's worked examples")
-    e.add_argument("--out", help="where to write the eval JSON (default: <checkpoint>/eval.json)")
+    e.add_argument("--out", help="where to write the eval JSON (default: the recipe's run folder, "
+                                 "output_dir or runs/<name>, as eval_<checkpoint folder>.json; never into the checkpoint)")
     e.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     s = sub.add_parser("sandbox", help="run a Python file in the sandbox the agent's code runs in; prints JSON")
     s.add_argument("file")
@@ -126,7 +127,8 @@ def _eval(args) -> int:
         return _error(e)
     model, tokenizer, spec = prepare(cfg)
     result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
-    out = Path(args.out) if args.out else Path(args.checkpoint) / "eval.json"
+    out = Path(args.out) if args.out else cfg.run_dir / f"eval_{Path(args.checkpoint).resolve().name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(_summary({"eval": result}), indent=2))
     print(f"wrote {out}")

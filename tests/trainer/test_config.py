@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,19 @@ def test_a_recipe_can_name_an_algorithm_from_an_installed_package(monkeypatch):
     cfg = load_config(None, ["rl.algorithm.advantage=plugin_adv"])
     check_config(cfg)
     assert cfg.rl.algorithm.advantage == "plugin_adv"
+
+
+def test_eval_writes_into_the_run_folder_never_into_the_checkpoint_it_reads(tmp_path, capsys):
+    """`agentic-rl eval --checkpoint DIR`: the results land in the recipe's run folder, named after the
+    checkpoint (not over the run's own eval.json); the checkpoint is left as it was."""
+    from agentic_rl.models.checkpoint import save_checkpoint
+    from agentic_rl.models.loader import load_tokenizer, tiny_model
+
+    tokenizer = load_tokenizer("tiny")
+    ckpt = save_checkpoint(tiny_model(tokenizer, seed=0), tokenizer, tmp_path / "ckpt" / "rl")
+    before = sorted(p.name for p in ckpt.iterdir())
+    assert main(["eval", "recipes/tiny.yaml", "--checkpoint", str(ckpt), "--set", "eval.tasks_per_split=1",
+                 "--set", f"output_dir={tmp_path / 'out'}"]) == 0
+    assert sorted(p.name for p in ckpt.iterdir()) == before
+    written = json.loads((tmp_path / "out" / "eval_rl.json").read_text())
+    assert set(written) == {"heldout_in", "heldout_out", "overall"}
