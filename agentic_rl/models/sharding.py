@@ -19,6 +19,9 @@ from typing import Any
 
 import torch
 
+from agentic_rl.models.device import device_of
+from agentic_rl.models.forward import _decoder
+
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # policy -> its `_Root`, once sharded
 
 
@@ -45,7 +48,7 @@ def shard(model: torch.nn.Module, mesh=None) -> torch.nn.Module:
     if mesh is None:
         device = next(model.parameters()).device
         mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
-    for layer in _layers(model):
+    for layer in _decoder(model).layers:
         fully_shard(layer, mesh=mesh)
     root = fully_shard(_Root(model), mesh=mesh)
     for m in root.modules():
@@ -127,19 +130,6 @@ def _whole(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             v = memo[id(v)]
         out[k] = v.detach()
     return out
-
-
-def _layers(model) -> list[torch.nn.Module]:
-    decoder = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_decoder()
-    return list(decoder.layers)
-
-
-def device_of(model) -> torch.device:
-    """The device of the parameters (of this rank's shards when sharded)."""
-    from torch.distributed.tensor import DTensor
-
-    p = next(model.parameters())
-    return p.to_local().device if isinstance(p, DTensor) else p.device
 
 
 def value(t: torch.Tensor) -> float:

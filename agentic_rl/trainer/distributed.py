@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from agentic_rl.models import sharding
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import PolicyOutputs, policy_forward
 from agentic_rl.rollout.loop import RolloutStats
 from agentic_rl.types import Batch
@@ -198,7 +199,7 @@ class DataParallel:
         """The largest `n` over the ranks (this rank's own when not sharded)."""
         if not self.sharded:
             return n
-        t = torch.tensor([n], device=sharding.device_of(self.model))  # the trainer's group, as FSDP's
+        t = torch.tensor([n], device=device_of(self.model))  # the trainer's group, as FSDP's
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t)
 
@@ -234,7 +235,7 @@ def _unfactored_forward(model, batch: Batch, **kw) -> PolicyOutputs:
 
 
 def _zero_forward(model) -> torch.Tensor:
-    ids = torch.zeros((1, 1), dtype=torch.long, device=sharding.device_of(model))
+    ids = torch.zeros((1, 1), dtype=torch.long, device=device_of(model))
     return model(input_ids=ids).logits.float().sum() * 0
 
 
