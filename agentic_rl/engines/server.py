@@ -263,10 +263,10 @@ class _Handlers:
     async def episode_rows(self, episode: str):
         """The episode's recorded calls as training rows: token ids, loss mask (1 on sampled
         tokens), the sampler's logprobs, and whether the calls extended each other (one row)."""
-        from agentic_rl.engines.recorder import trajectories
+        from agentic_rl.engines.recorder import Episode, trajectories
         from agentic_rl.types import Task
 
-        ep = self.recorder.episode(episode)
+        ep = self.recorder.episodes.get(episode, Episode(episode))  # asking does not open an episode
         rows = trajectories(ep, Task(episode, ""))
         return {"episode": episode, "reward": ep.reward, "calls": len(ep.calls), "merged": len(rows) <= 1,
                 "rows": [{"token_ids": t.token_ids(), "loss_mask": t.loss_mask(),

@@ -273,7 +273,8 @@ def test_the_recording_endpoints_record_an_episode_its_reward_and_forget_it(tiny
     from agentic_rl.engines.recorder import Recorder
 
     engine = HFEngine(copy.deepcopy(tiny), tokenizer, "fp32")
-    server = Server(create_app(engine, tokenizer, recorder=Recorder(tokenizer, engine.eos_ids)))
+    server_recorder = Recorder(tokenizer, engine.eos_ids)
+    server = Server(create_app(engine, tokenizer, recorder=server_recorder))
     try:
         base = server.url + "/episodes/ep1"
         messages = [{"role": "user", "content": "What is 6*7?"}]
@@ -290,5 +291,6 @@ def test_the_recording_endpoints_record_an_episode_its_reward_and_forget_it(tiny
         assert [i for i, m in zip(row["token_ids"], row["loss_mask"]) if m] == sampled
         assert httpx.post(base + "/reward", json={"reward": "high"}).status_code == 400
         assert httpx.delete(base).json()["calls"] == 2 and httpx.get(base).json()["calls"] == 0
+        assert "ep1" not in server_recorder.episodes  # reading a forgotten episode does not open it again
     finally:
         server.stop()
