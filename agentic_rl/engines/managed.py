@@ -70,14 +70,19 @@ def vllm_command(checkpoint: Path, precision: str, python: str = "", extra: str 
 VLLM_ENV = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 
 
+def free_port() -> int:
+    """A local TCP port free at the moment of asking."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_server(command: list[str], log: Path) -> tuple[subprocess.Popen, str]:
     """`command` (its "{port}" filled with a free local port) as a child; (the process, its URL) once
     it answers /health."""
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:  # the child keeps its own descriptor

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.managed import free_port
 from agentic_rl.engines.recorder import Recorder, trajectories
 from agentic_rl.rewards.scoring import score_trajectory
 from agentic_rl.rollout.loop import RolloutStats
@@ -64,9 +64,7 @@ class Proxy:
         from agentic_rl.engines.server import create_app
 
         self.recorder = Recorder(tokenizer, engine.eos_ids, history)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         app = create_app(engine, tokenizer, recorder=self.recorder, sampling=sampling)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="agentic-rl-proxy", daemon=True)
