@@ -4,12 +4,16 @@ Tokens are the truth: a `Trajectory` keeps the exact ids the engine sampled (`Tu
 engine's logprobs of them, and the exact ids of everything inserted between actions (`Turn.obs_ids`:
 the prompt before the first action, tool observations and template glue before later ones). The
 training sequence is their concatenation; nothing downstream re-tokenizes text.
+
+An episode whose context was started over (`Turn.restart`: a chat template that rewrites history, an
+agent that edited its own) is still one trajectory, one sample of its group: its training row holds
+one segment per context, and attention never crosses a segment (`Trajectory.segment_ids`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -51,6 +55,10 @@ class Turn:
     # False: an action shown but not learned (loss mask 0), e.g. the deliberate mistake of a recovery
     # demonstration, or an assistant message with "weight": 0 in an OpenAI-style SFT file
     trained: bool = True
+    # True: `obs_ids` are a whole new prompt, the policy's context started over here (a template that
+    # rewrites history, `history: template`; a recorded agent that edited its own): this turn and the
+    # ones after it attend only from here (`Trajectory.contexts`)
+    restart: bool = False
 
     def __post_init__(self) -> None:
         if len(self.action_ids) != len(self.logprobs):
@@ -71,9 +79,6 @@ class Trajectory:
     # the machine failed, not the policy (`faults.py`: reset, env_step, reward, sandbox_start,
     # tool_backend): the episode trains nothing and leaves its group's statistics
     infra_failure: str | None = None
-    # a recorded agent episode whose calls did not extend each other (`engines/recorder.py`): this row is
-    # run i of n, each exact; None for an episode that is one trajectory
-    split: tuple[int, int] | None = None
 
     def token_ids(self) -> list[int]:
         return [t for turn in self.turns for t in (*turn.obs_ids, *turn.action_ids)]
@@ -86,6 +91,27 @@ class Trajectory:
     def sampled_logprobs(self) -> list[float]:
         """Engine logprobs aligned with `token_ids()`; 0.0 where nothing was sampled."""
         return [lp for turn in self.turns for lp in (*[0.0] * len(turn.obs_ids), *turn.logprobs)]
+
+    def segment_ids(self) -> list[int]:
+        """Per token, the context it belongs to: 0 until the first `Turn.restart`, then 1, ..."""
+        out, k = [], 0
+        for i, turn in enumerate(self.turns):
+            k += bool(turn.restart and i)
+            out += [k] * (len(turn.obs_ids) + len(turn.action_ids))
+        return out
+
+    def contexts(self) -> list[Trajectory]:
+        """The episode cut at its restarts: one trajectory per context, each an exact row of its own
+        (the whole episode when it never started over)."""
+        cuts = [i for i, turn in enumerate(self.turns) if turn.restart and i] + [len(self.turns)]
+        if len(cuts) == 1:
+            return [self]
+        return [replace(self, turns=tuple(replace(t, restart=False) for t in self.turns[a:b]))
+                for a, b in zip([0, *cuts[:-1]], cuts)]
+
+    @property
+    def restarts(self) -> int:
+        return sum(1 for i, turn in enumerate(self.turns) if turn.restart and i)
 
     @property
     def num_generated(self) -> int:

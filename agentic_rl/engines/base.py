@@ -29,10 +29,16 @@ class Sample:
     stop_reason: str  # "eos" | "stop" | "length"
 
 
+class Restart(tuple):
+    """What `on_stop` returns when a row's context starts over: these ids are a whole new prompt, fed
+    in place of everything the row held (a format whose template rewrites the history, `history:
+    template`); the row's next action is sampled from them alone."""
+
+
 class Session(Protocol):
     """The episodes of one rollout batch. `run` decodes every row to the end of its episode: when a
-    row's action stops, `on_stop(row, sample)` returns the ids to feed before its next action, or
-    None when the episode is over. `max_new(row)` bounds the row's next action. An engine whose
+    row's action stops, `on_stop(row, sample)` returns the ids to feed before its next action (a
+    `Restart`: a whole new prompt instead), or None when the episode is over. `max_new(row)` bounds the row's next action. An engine whose
     requests can fail one by one (a served one) ends a failed row with `on_error(row, why)`."""
 
     def run(

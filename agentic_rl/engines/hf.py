@@ -25,7 +25,7 @@ from contextlib import nullcontext
 
 import torch
 
-from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.base import Restart, Sample, SamplingParams
 from agentic_rl.engines.head import LastLogits
 from agentic_rl.engines.kv_cache import GrowableCache
 from agentic_rl.engines.prefix_attention import prefix_attention, reproduces_attention
@@ -106,7 +106,8 @@ class HFSession:
     (the env steps) and returns the observation ids to feed, or None when the episode is over. The
     next forward pass feeds that row its last sampled token plus the observation while the other
     rows go on decoding one token each (rows of a forward may carry chunks of different lengths).
-    Rows whose episode ended are compacted out of the cache.
+    Rows whose episode ended are compacted out of the cache. A row whose context starts over (a
+    `Restart`) leaves the batch and is prefilled from its new prompt once the others are done.
     """
 
     def __init__(self, engine: HFEngine, seed: int, row_seeds: Mapping[int, int] | None = None):
@@ -136,6 +137,7 @@ class HFSession:
         logits = self._prefill_first(self.rows, [list(prompts[r]) for r in self.rows])
         state = {r: _Action(limit(r)) for r in self.rows}
         parked: dict[int, list[int]] = {}  # rows waiting to feed [last token, *observation]
+        restarts: dict[int, list[int]] = {}  # rows whose context starts over, once the others are done
         while self.rows:
             tokens, lps = _sample(logits, params, self._generators(state, parked))
             for i, row in enumerate(self.rows):
@@ -150,8 +152,10 @@ class HFSession:
                     continue
                 text = self.engine.tokenizer.decode(act.ids, skip_special_tokens=False)
                 nxt = on_stop(row, Sample(tuple(act.ids), tuple(act.logprobs), text, reason))
-                if nxt is None:
+                if nxt is None or isinstance(nxt, Restart):
                     del state[row]
+                    if nxt is not None:
+                        restarts[row] = list(nxt)
                 else:
                     parked[row] = [tok, *nxt]
                     state[row] = _Action(limit(row))
@@ -159,6 +163,8 @@ class HFSession:
                 break
             self._compact(state)
             logits = self._step(state, parked)
+        if restarts:  # their new prompts prefill a fresh cache (the generators go on where they were)
+            self.run(restarts, params, on_stop, max_new, on_error)
 
     def _generators(self, state: Mapping[int, _Action], parked: Mapping[int, list[int]]):
         """The batch's generator, or per row: a decoding row's own, None for a row whose sample is not

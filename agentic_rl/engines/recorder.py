@@ -24,8 +24,9 @@ model would see it deployed; the episode is then split there into exact rows.
 call's prompt and completion (an append-only template, the agent sending its history back
 unedited), the episode is one multi-turn trajectory: each later prompt's new tokens are an
 observation (masked), each completion an action. When one does not (the agent edited or dropped
-history; a template that rewrites earlier turns), the episode is split there into rows, each exact,
-and each row's trajectory says so (`Trajectory.split`). Nothing is silently re-tokenized.
+history; a template that rewrites earlier turns), the episode starts a new context there: the call's
+whole prompt is fed as it is (`Turn.restart`), and the trajectory trains each context as its own
+exact row, the episode still one sample of its group. Nothing is silently re-tokenized.
 """
 
 from __future__ import annotations
@@ -168,20 +169,20 @@ def rows(calls: Sequence[Call]) -> list[list[Call]]:
     return out
 
 
-def trajectories(episode: Episode, task: Task, reward: float = 0.0, details: Any = None) -> list[Trajectory]:
-    """The episode's training rows: one trajectory when every call extends the last, else one per
-    run of extending calls, each marked `split=(i, n)`."""
-    runs = rows(episode.calls)
-    out = []
-    for i, run in enumerate(runs):
-        turns, seen = [], 0
-        for c in run:
+def trajectory(episode: Episode, task: Task, reward: float = 0.0, details: Any = None) -> Trajectory | None:
+    """The episode as one trajectory (one sample of its group), or None when it made no call: each
+    run of extending calls is a context of its own, the first call of every later run a
+    `Turn.restart` whose observation is that call's whole exact prompt."""
+    turns: list[Turn] = []
+    for run in rows(episode.calls):
+        seen = 0
+        for j, c in enumerate(run):
             turns.append(Turn(c.prompt_ids[seen:], c.ids, c.logprobs, c.text, c.stop_reason,
-                              tool_calls=tuple(_calls(c.message))))
+                              tool_calls=tuple(_calls(c.message)), restart=j == 0 and bool(turns)))
             seen = len(c.prompt_ids) + len(c.ids)
-        out.append(Trajectory(task, tuple(turns), reward=reward, reward_details=dict(details or {}),
-                              terminated=True, split=(i, len(runs)) if len(runs) > 1 else None))
-    return out
+    if not turns:
+        return None
+    return Trajectory(task, tuple(turns), reward=reward, reward_details=dict(details or {}), terminated=True)
 
 
 def _calls(message: dict) -> list[ToolCall]:

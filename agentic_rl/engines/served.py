@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.base import Restart, Sample, SamplingParams
 from agentic_rl.engines.weight_update import writer
 from agentic_rl.faults import InfrastructureError
 
@@ -134,7 +134,7 @@ class ServedSession:
                     continue
                 nxt = on_stop(row, result)
                 if nxt is not None:
-                    send(row, [*ids, *result.ids, *nxt])
+                    send(row, list(nxt) if isinstance(nxt, Restart) else [*ids, *result.ids, *nxt])
         finally:
             asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
             loop.call_soon_threadsafe(loop.stop)

@@ -261,13 +261,14 @@ class _Handlers:
         return {"episode": episode, "reward": float(body["reward"])}
 
     async def episode_rows(self, episode: str):
-        """The episode's recorded calls as training rows: token ids, loss mask (1 on sampled
-        tokens), the sampler's logprobs, and whether the calls extended each other (one row)."""
-        from agentic_rl.engines.recorder import Episode, trajectories
+        """The episode's recorded calls as training rows, one per context: token ids, loss mask (1 on
+        sampled tokens), the sampler's logprobs, and whether the calls extended each other (one row)."""
+        from agentic_rl.engines.recorder import Episode, trajectory
         from agentic_rl.types import Task
 
         ep = self.recorder.episodes.get(episode, Episode(episode))  # asking does not open an episode
-        rows = trajectories(ep, Task(episode, ""))
+        whole = trajectory(ep, Task(episode, ""))
+        rows = whole.contexts() if whole is not None else []
         return {"episode": episode, "reward": ep.reward, "calls": len(ep.calls), "merged": len(rows) <= 1,
                 "rows": [{"token_ids": t.token_ids(), "loss_mask": t.loss_mask(),
                           "logprobs": t.sampled_logprobs()} for t in rows]}

@@ -39,9 +39,11 @@ TOOL_CHATML_TEMPLATE = r"""
 """
 
 # The same template with a reasoning block in the style of Qwen3's: an assistant message's
-# `<think>...</think>` is shown only while it answers the latest user message; once a user speaks
-# again, earlier replies are rendered without their reasoning. The rendering of the next turn then
-# does not extend what was sampled: history is rewritten (docs/proxy.md).
+# `<think>...</think>` is rendered in one canonical layout (`<think>\n...\n</think>\n\n`, then the
+# reply) while it answers the latest user message, and dropped once a user speaks again. The rendering
+# of the next turn then need not extend what was sampled: a sample whose reasoning was laid out
+# otherwise is re-rendered, and earlier reasoning disappears; history is rewritten (docs/proxy.md,
+# the `openai_reasoning` format).
 REASONING_CHATML_TEMPLATE = TOOL_CHATML_TEMPLATE.replace(
     "{%- for message in messages[ns.start:] -%}",
     "{%- set last = namespace(user=-1) -%}"
@@ -49,8 +51,12 @@ REASONING_CHATML_TEMPLATE = TOOL_CHATML_TEMPLATE.replace(
     "{%- for message in messages[ns.start:] -%}", 1).replace(
     r"{{- '<|im_start|>assistant\n' + (message['content'] or '') -}}",
     "{%- set content = message['content'] or '' -%}"
-    "{%- if '</think>' in content and ns.start + loop.index0 < last.user -%}"
-    r"{%- set content = content.split('</think>')[-1].lstrip('\n') -%}{%- endif -%}"
+    "{%- if '</think>' in content -%}"
+    r"{%- set reasoning = content.split('</think>')[0].split('<think>')[-1].strip('\n') -%}"
+    r"{%- set content = content.split('</think>')[-1].lstrip('\n') -%}"
+    "{%- if ns.start + loop.index0 > last.user -%}"
+    r"{%- set content = '<think>\n' + reasoning + '\n</think>\n\n' + content -%}"
+    "{%- endif -%}{%- endif -%}"
     r"{{- '<|im_start|>assistant\n' + content -}}", 1)
 
 

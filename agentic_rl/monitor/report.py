@@ -83,7 +83,8 @@ def _episode(rec: dict, source: str, index: int, tokenizer) -> dict:
     for k, turn in enumerate(rec["turns"]):
         for ids, logprobs, sampled in ((turn["obs_ids"], [None] * len(turn["obs_ids"]), 0),
                                        (turn["action_ids"], turn["logprobs"], 1)):
-            prompt = k == 0 and not sampled  # the tool *instructions* in the system prompt are no tool span
+            # the tool *instructions* in a system prompt are no tool span (a restart feeds a whole prompt)
+            prompt = (k == 0 or turn.get("restart", False)) and not sampled
             for tid, lp in zip(ids, logprobs):
                 text = tokenizer.decode([tid], skip_special_tokens=False)
                 tail = (tail + text)[-32:]  # a tag spans several tokens: match on the recent text

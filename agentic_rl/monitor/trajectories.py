@@ -39,14 +39,14 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
                 "tool_errors": turn.tool_errors,
                 "reward": turn.reward,
                 "trained": turn.trained,
+                # the context started over here: obs_ids are the whole new prompt (`Turn.restart`)
+                **({"restart": True} if turn.restart and k else {}),
             }
-            for turn in t.turns
+            for k, turn in enumerate(t.turns)
         ],
         "token_ids": t.token_ids(),
         "loss_mask": mask,
         "advantages": [round(float(a), 5) for a in advantages] if advantages is not None else None,
-        # a recorded agent episode split into rows (`engines/recorder.py`): this row is run i of n
-        **({"split": list(t.split)} if t.split else {}),
     }
 
 

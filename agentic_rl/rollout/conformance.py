@@ -4,7 +4,9 @@ Episodes run through the real rollout loop and tokenizer with a `ScriptedEngine`
 so what passes here is what the trainer will see: seeded tasks and resets are deterministic, the
 env's own demonstrations solve their tasks and re-tokenize to the exact sequence the rollout builds,
 the loss mask covers exactly the sampled tokens, hostile actions become observations (never
-exceptions), and turn and token budgets end episodes as truncations.
+exceptions), and turn and token budgets end episodes as truncations. For a format whose template
+rewrites history (`history: template`), every turn's prompt is the template's rendering of the
+conversation, and actions laid out otherwise start new contexts, each exactly what was sampled.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def check_env(name: str, tokenizer, options: Mapping[str, Any] | None = None, n:
     checks = [_tasks(spec, n), _splits_disjoint(spec, 4 * n), _episodes(spec, options)]
     tasks = spec.tasks(spec.splits[0], n, 0)
     checks.append(_demonstrations(spec, options, tokenizer, tasks))
+    checks.append(_rewritten_history(spec, options, tokenizer, tasks))
     checks.append(_bad_actions(spec, options, tasks[0]))
     checks += _budgets(spec, options, tokenizer, tasks[0])
     return checks
@@ -113,6 +116,47 @@ def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Che
             _assert_mask(traj)
         return f"{len(tasks)} demonstrations: reward 1, SFT sequence == rollout sequence"
     return _guard("demonstrations solve their tasks", run)
+
+
+def _rewritten_history(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Check:
+    """`history: template`: the demonstrations, as the template renders them and with each action's
+    reasoning laid out otherwise (`<think>note</think>` in front, which a template that rewrites
+    reasoning re-renders). In every episode, each turn's prompt reads as the format renders the
+    conversation so far, and the trained tokens are exactly the sampled ones."""
+    def run() -> str:
+        fmt = spec.make_env(options).format
+        if getattr(fmt, "history", "keep") != "template":
+            return "history: keep (the glue is fed after what was sampled; skipped)"
+        made = [demonstrate(spec, options, t, tokenizer)[0] for t in tasks]
+        actions = [[fmt.render_assistant_body(m) for m in d if m["role"] == "assistant"] for d in made]
+        restarts = 0
+        for lead in ("", "<think>note</think>"):
+            trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: lead + _final(actions[row], turn, tokenizer))
+            for task, traj in zip(tasks, trajs):
+                _assert_mask(traj)
+                _assert_rendered(spec, options, tokenizer, task, traj)
+                restarts += traj.restarts
+                assert lead or not traj.restarts, f"{task.id}: the template's own rendering started a new context"
+        assert restarts, "actions laid out otherwise than the template renders them never started a new context"
+        return f"every turn's prompt is the template's rendering; {restarts} new contexts, each as sampled"
+    return _guard("rewritten history starts exact contexts", run)
+
+
+def _assert_rendered(spec: EnvSpec, options, tokenizer, task: Task, traj: Trajectory) -> None:
+    """Each turn's prompt, read from its context's tokens, is the format's rendering of the
+    conversation so far (replayed on a fresh env: resets and steps are deterministic)."""
+    env = spec.make_env(options)
+    fmt, context = env.format, []
+    try:
+        messages = env.reset(task)
+        for k, turn in enumerate(traj.turns):
+            context = [*([] if turn.restart else context), *turn.obs_ids]
+            shown = tokenizer.decode(context, skip_special_tokens=False)
+            assert shown == fmt.render_prompt(messages, env.tool_schemas), f"{task.id}: turn {k}'s prompt is not the rendering"
+            context += turn.action_ids
+            messages = [*messages, fmt.action_message(turn.action_text), *env.step(turn.action_text).observation]
+    finally:
+        close_env(env)
 
 
 def _final(actions: list[str], turn: int, tokenizer) -> str:

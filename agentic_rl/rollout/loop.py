@@ -5,6 +5,12 @@ All episodes of a batch (or `budget.max_concurrent` at a time) decode together i
 an episode's env steps the moment its action stops, and the observation tokens it returns are fed
 while the other episodes keep decoding. The loop records the exact ids it fed and the exact ids it sampled, so the
 training sequence is the sampled sequence (DESIGN.md §5).
+
+A format whose chat template rewrites the history (`history: "template"`, e.g. `openai_reasoning`)
+is checked after every turn: when its rendering of the whole conversation is not the text of what
+the context holds (the sample, then the glue), the episode's context starts over from that
+rendering (`Turn.restart`, an `engines.base.Restart`), as the model is prompted deployed. Every
+context is exactly what was fed and sampled; the episode stays one trajectory.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentic_rl.engines.base import Engine, SamplingParams
+from agentic_rl.engines.base import Engine, Restart, SamplingParams
 from agentic_rl.envs.base import Env, StepResult, close_env
 from agentic_rl.faults import InfrastructureError, Timeout, deadline
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
@@ -46,6 +52,9 @@ class _Episode:
     truncated: bool = False
     error: str | None = None
     infra_failure: str | None = None  # a kind of `faults.INFRA_KINDS`
+    restart: bool = False  # `fed` is a whole new prompt: the next turn starts a new context
+    messages: list[dict] = field(default_factory=list)  # the conversation ("template" history only)
+    text: str = ""  # what the context's ids read as ("template" history only)
 
     @property
     def generated(self) -> int:
@@ -84,6 +93,7 @@ def rollout(
         obs_ids = _observe(ep, sample, result, tokenizer, budget)
         ep.turns.append(
             Turn(
+                restart=ep.restart,
                 obs_ids=tuple(ep.fed),
                 action_ids=sample.ids,
                 logprobs=sample.logprobs,
@@ -97,7 +107,7 @@ def rollout(
             )
         )
         if obs_ids is not None:
-            ep.fed = obs_ids
+            ep.fed, ep.restart = list(obs_ids), isinstance(obs_ids, Restart)
         return obs_ids
 
     def on_error(i: int, why: str) -> None:
@@ -131,9 +141,12 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
     ep = _Episode(task, env)
     for _ in range(2):
         try:
-            text = env.format.render_prompt(env.reset(task), env.tool_schemas)
+            messages = env.reset(task)
+            text = env.format.render_prompt(messages, env.tool_schemas)
             ep.fed = tokenizer.encode(text, add_special_tokens=False)
             ep.error = None
+            if _history(env.format) == "template":
+                ep.messages, ep.text = list(messages), text
             return ep
         except Exception as e:  # noqa: BLE001 - a broken task or env costs its episode, not the batch
             ep.error = f"reset failed: {type(e).__name__}: {e}"
@@ -203,7 +216,28 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
         ep.truncated = True
         return _close(ep)
     glue = ep.env.format.render_observation(result.observation, action_closed=sample.stop_reason == "eos")
+    if _history(ep.env.format) == "template":
+        return _as_rendered(ep, sample, result.observation, glue, tokenizer)
     return tokenizer.encode(glue, add_special_tokens=False)
+
+
+def _history(fmt) -> str:
+    """What a format does where its rendering of the next turn does not extend the sample: "keep"
+    (the default: feed the glue after what was sampled) or "template" (start over from the rendering)."""
+    return getattr(fmt, "history", "keep")
+
+
+def _as_rendered(ep: _Episode, sample, observation, glue: str, tokenizer) -> list[int] | Restart:
+    """The glue when the format renders the conversation as the context's text (the sample, then the
+    glue); otherwise a new context: the whole rendering, which rewrote what the policy wrote before."""
+    fmt = ep.env.format
+    ep.messages += [fmt.action_message(sample.text), *observation]
+    ep.text += tokenizer.decode(list(sample.ids), skip_special_tokens=False) + glue
+    whole = fmt.render_prompt(ep.messages, ep.env.tool_schemas)
+    if whole == ep.text:
+        return tokenizer.encode(glue, add_special_tokens=False)
+    ep.text = whole
+    return Restart(tokenizer.encode(whole, add_special_tokens=False))
 
 
 def _close(ep: _Episode) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.managed import free_port
-from agentic_rl.engines.recorder import Recorder, trajectories
+from agentic_rl.engines.recorder import Recorder, trajectory
 from agentic_rl.rewards.scoring import score_trajectory
 from agentic_rl.rollout.loop import RolloutStats
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
@@ -100,14 +100,13 @@ class AgentRollouts:
         jobs = [(t, eid) for t, row in zip(tasks, ids) for eid in row]
         with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), self.concurrency or len(jobs)))) as pool:
             done = list(pool.map(lambda job: self.episode(*job), jobs))
-        groups = [TrajectoryGroup(t, tuple(x for rows in done[i * G:(i + 1) * G] for x in rows))
-                  for i, t in enumerate(tasks)]
+        groups = [TrajectoryGroup(t, tuple(done[i * G:(i + 1) * G])) for i, t in enumerate(tasks)]
         generated = sum(t.num_generated for g in groups for t in g.trajectories)
         return groups, RolloutStats(time.perf_counter() - start, len(jobs), generated)
 
-    def episode(self, task: Task, eid: str) -> list[Trajectory]:
-        """The agent's episode as training rows, scored (one row unless its calls did not extend
-        each other)."""
+    def episode(self, task: Task, eid: str) -> Trajectory:
+        """The agent's episode as one trajectory, scored (several contexts when its calls did not
+        extend each other, `Turn.restart`)."""
         recorder = self.proxy.recorder
         try:
             returned = self.agent({"id": task.id, "prompt": task.prompt, "answer": task.answer,
@@ -116,17 +115,15 @@ class AgentRollouts:
         except Exception as e:  # noqa: BLE001 - the agent program's failure costs its episode only
             returned, error = None, f"agent raised {type(e).__name__}: {e}"
         episode = recorder.pop(eid)
-        if error is not None or not episode.calls:
+        whole = trajectory(episode, task)
+        if error is not None or whole is None:
             why = error or "the agent ended without calling the model"
-            return [Trajectory(task, (), error=why, infra_failure="agent")]
+            return Trajectory(task, (), error=why, infra_failure="agent")
         reward = episode.reward if episode.reward is not None else returned
-        rows = trajectories(episode, task)
         if reward is None:  # the env's verifier on the last reply
-            last = score_trajectory(self.reward_fn, rows[-1], timeout_s=self.timeout_s)
-            return [dataclasses.replace(r, reward=last.reward, reward_details=last.reward_details,
-                                        error=last.error, infra_failure=last.infra_failure) for r in rows]
+            return score_trajectory(self.reward_fn, whole, timeout_s=self.timeout_s)
         details = {"agent_reward": float(reward), "correct": float(reward >= 1.0)}  # accuracy: a full reward
-        return [dataclasses.replace(r, reward=float(reward), reward_details=details) for r in rows]
+        return dataclasses.replace(whole, reward=float(reward), reward_details=details)
 
     def close(self) -> None:
         self.proxy.close()

@@ -6,7 +6,8 @@ belongs to one trajectory (its advantages, its proximal logprobs, its values) li
 
 A GRPO micro-batch's rows share their prompt: `make_batch` cuts the longest common never-trained
 prefix (`models/forward.py`'s `common_prefix_len`) into `Batch.prefix_ids`, which the forward pass
-runs once; the rest of each row is right-padded.
+runs once; the rest of each row is right-padded. A trajectory whose context started over
+(`Turn.restart`) is one row of several segments, attention kept within each, as in SFT packing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
     rows = [t.token_ids() for t in trajectories]
     masks = [t.loss_mask() for t in trajectories]
     lps = [t.sampled_logprobs() for t in trajectories]
-    p = common_prefix_len(rows, masks)
+    restarted = any(t.restarts for t in trajectories)  # rows of several contexts: segments, no shared prefix
+    p = 0 if restarted else common_prefix_len(rows, masks)
     width = max(len(r) for r in rows) - p
     B = len(rows)
     input_ids = torch.full((B, width), pad_id, dtype=torch.long)
@@ -40,7 +42,8 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
         attention_mask[i, :n] = 1
         loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
         sampler_lp[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
-    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, sampler_lp)
+    segments = _segments([[t] for t in trajectories], width) if restarted else None
+    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, sampler_lp, segment_ids=segments)
     if advantages is not None:
         adv.copy_(batch_layout(advantages, batch) * loss_mask)
     return batch
@@ -54,17 +57,29 @@ def make_packed_batch(rows: Sequence[Sequence[Trajectory]], pad_id: int) -> Batc
     B = len(rows)
     input_ids = torch.full((B, width), pad_id, dtype=torch.long)
     loss_mask = torch.zeros(B, width)
-    segments = torch.full((B, width), -1, dtype=torch.long)
     for i, row in enumerate(seqs):
         at = 0
-        for k, (ids, mask) in enumerate(row):
+        for ids, mask in row:
             input_ids[i, at : at + len(ids)] = torch.tensor(ids)
             loss_mask[i, at : at + len(ids)] = torch.tensor(mask, dtype=torch.float)
-            segments[i, at : at + len(ids)] = k
             at += len(ids)
+    segments = _segments(rows, width)
     attention = (segments >= 0).long()
     zeros = torch.zeros(B, width)
     return Batch((), input_ids, attention, loss_mask, zeros, zeros.clone(), segment_ids=segments)
+
+
+def _segments(rows: Sequence[Sequence[Trajectory]], width: int) -> torch.Tensor:
+    """(B, width) context index of every token: each trajectory of a row its own segments, a new one
+    at each of its restarts (`Trajectory.segment_ids`); -1 on padding."""
+    out = torch.full((len(rows), width), -1, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids: list[int] = []
+        for t in row:
+            base = ids[-1] + 1 if ids else 0
+            ids += [base + k for k in t.segment_ids()]
+        out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
 
 
 def pack(trajectories: Sequence[Trajectory], max_tokens: int) -> list[list[Trajectory]]:

@@ -1,6 +1,6 @@
 """The recording proxy's rows (`engines/recorder.py`): an agent's replies sent back unedited are fed as
 they were sampled, so an episode's calls extend each other and make one trajectory whose tokens are
-exactly what the policy was fed and sampled; an edited history splits the episode into exact rows.
+exactly what the policy was fed and sampled; an edited history starts a new context, each exact, in one trajectory.
 
 The sampled ids are deliberately a tokenization the tokenizer would never produce for their text
 (one token a character), so a prompt built by re-rendering the reply's text could not extend them:
@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from agentic_rl.engines.recorder import Call, Episode, Recorder, trajectories
+from agentic_rl.engines.recorder import Call, Episode, Recorder, trajectory
 from agentic_rl.engines.server import _messages
 from agentic_rl.models.loader import load_tokenizer
 from agentic_rl.types import Task
@@ -74,8 +74,8 @@ def test_replies_sent_back_are_fed_as_sampled_and_the_episode_is_one_trajectory(
     rec, calls = _episode(tok)
     for before, after in zip(calls, calls[1:]):
         assert after.prompt_ids[: len(before.prompt_ids) + len(before.ids)] == before.prompt_ids + before.ids
-    (t,) = trajectories(rec.episode("e"), Task("t", "p"))
-    assert t.split is None and len(t.turns) == 3
+    t = trajectory(rec.episode("e"), Task("t", "p"))
+    assert t.restarts == 0 and len(t.turns) == 3
     assert tuple(t.token_ids()) == calls[-1].prompt_ids + calls[-1].ids  # every token the policy saw or sampled
     sampled = [tok_id for c in calls for tok_id in c.ids]
     assert [i for i, m in zip(t.token_ids(), t.loss_mask()) if m] == sampled  # trained = sampled, nothing else
@@ -96,18 +96,22 @@ def test_a_re_rendered_history_would_not_extend_the_sampled_ids(tok):
     assert tuple(plain[: len(first.prompt_ids) + len(first.ids)]) != first.prompt_ids + first.ids
 
 
-def test_an_edited_history_splits_the_episode_into_exact_rows(tok):
+def test_an_edited_history_starts_a_new_context_each_exact(tok):
+    """The agent edited the policy's reply: the third call's prompt does not extend the second's, so
+    the episode (still one trajectory, one sample of its group) trains two contexts, each exactly
+    the tokens its calls were fed and sampled."""
     rec, calls = _episode(tok, edit=True)
-    rows = trajectories(rec.episode("e"), Task("t", "p"), reward=1.0)
-    assert [t.split for t in rows] == [(0, 2), (1, 2)]
-    assert [len(t.turns) for t in rows] == [2, 1]
+    t = trajectory(rec.episode("e"), Task("t", "p"), reward=1.0)
+    assert [turn.restart for turn in t.turns] == [False, False, True] and t.reward == 1.0
+    rows = t.contexts()
+    assert [len(r.turns) for r in rows] == [2, 1]
     assert tuple(rows[0].token_ids()) == calls[1].prompt_ids + calls[1].ids
     assert tuple(rows[1].token_ids()) == calls[2].prompt_ids + calls[2].ids  # its own exact prompt
-    assert all(t.reward == 1.0 for t in rows)
+    assert t.segment_ids() == [0] * len(rows[0].token_ids()) + [1] * len(rows[1].token_ids())
 
 
 def test_an_episode_without_calls_has_no_rows():
-    assert trajectories(Episode("e"), Task("t", "p")) == []
+    assert trajectory(Episode("e"), Task("t", "p")) is None
 
 
 def _reasoning_episode(tok, history: str) -> tuple[Recorder, list[Call]]:
@@ -120,7 +124,7 @@ def _reasoning_episode(tok, history: str) -> tuple[Recorder, list[Call]]:
     r = lambda m, tools: tok.apply_chat_template(_messages(m), tools=tools, tokenize=False,  # noqa: E731
                                                  add_generation_prompt=True, chat_template=REASONING_CHATML_TEMPLATE)
     messages = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"}]
-    texts, follow = ["<think>use the tool</think>\n\nchecking", "<think>it said 42</think>\n\nIt is 42.", "Yes."], \
+    texts, follow = ["<think>\nuse the tool\n</think>\n\nchecking", "<think>\nit said 42\n</think>\n\nIt is 42.", "Yes."], \
         [{"role": "tool", "content": "42"}, {"role": "user", "content": "Sure?"}, None]
     calls = []
     for text, after in zip(texts, follow):
@@ -131,18 +135,19 @@ def _reasoning_episode(tok, history: str) -> tuple[Recorder, list[Call]]:
     return rec, calls
 
 
-def test_a_template_that_drops_earlier_reasoning_keeps_history_or_splits_as_chosen(tok):
+def test_a_template_that_drops_earlier_reasoning_keeps_history_or_restarts_as_chosen(tok):
     """history: keep feeds the replies as sampled (one trajectory, reasoning and all); history:
     template feeds what the template renders: the replies to the first question keep their reasoning
-    (one merged row), and after the user speaks again they are rendered without it, so the third call
-    starts a row of its own, whose prompt holds no reasoning. Every row is its calls' exact tokens."""
+    (one context), and after the user speaks again they are rendered without it, so the third call
+    starts a context of its own, whose prompt holds no reasoning. Every context is its calls' exact
+    tokens."""
     rec, calls = _reasoning_episode(tok, "keep")
-    (t,) = trajectories(rec.episode("e"), Task("t", "p"))
-    assert len(t.turns) == 3 and tuple(t.token_ids()) == calls[-1].prompt_ids + calls[-1].ids
+    t = trajectory(rec.episode("e"), Task("t", "p"))
+    assert len(t.turns) == 3 and t.restarts == 0 and tuple(t.token_ids()) == calls[-1].prompt_ids + calls[-1].ids
 
     rec, calls = _reasoning_episode(tok, "template")
-    rows = trajectories(rec.episode("e"), Task("t", "p"))
-    assert [t.split for t in rows] == [(0, 2), (1, 2)] and [len(t.turns) for t in rows] == [2, 1]
+    rows = trajectory(rec.episode("e"), Task("t", "p")).contexts()
+    assert [len(t.turns) for t in rows] == [2, 1]
     assert tuple(rows[0].token_ids()) == calls[1].prompt_ids + calls[1].ids
     assert tuple(rows[1].token_ids()) == calls[2].prompt_ids + calls[2].ids
     third = tok.decode(calls[2].prompt_ids)

@@ -18,11 +18,28 @@ _counter = itertools.count()
 
 @pytest.mark.parametrize("name", ["calculator", "calculator_plan", "calculator_compound", "calculator_mixed", "calculator_chain",
                                   "calculator_recover"])
-@pytest.mark.parametrize("fmt", ["hermes", "openai"])
+@pytest.mark.parametrize("fmt", ["hermes", "openai", "openai_reasoning"])
 def test_calculator_passes_every_check(tokenizer, fmt, name):
     checks = check_env(name, tokenizer, {"format": fmt})
     assert [c.name for c in checks if not c.passed] == [], [c for c in checks if not c.passed]
-    assert len(checks) == 7
+    assert len(checks) == 8
+
+
+def test_a_rewriting_template_starts_exact_contexts_and_a_loop_that_ignores_it_fails(tokenizer, monkeypatch):
+    """`openai_reasoning`: reasoning laid out otherwise than the template renders it starts new
+    contexts, and every turn's prompt is the template's rendering. A loop that appended the glue
+    anyway (what `history: keep` does) would train prompts the deployed model never sees: the check
+    fails."""
+    from agentic_rl.rollout import loop
+
+    (check,) = [c for c in check_env("calculator", tokenizer, {"format": "openai_reasoning"})
+                if c.name == "rewritten history starts exact contexts"]
+    assert check.passed and "new contexts" in check.detail, check
+    monkeypatch.setattr(loop, "_as_rendered", lambda ep, sample, observation, glue, tok: tok.encode(
+        glue, add_special_tokens=False))
+    (check,) = [c for c in check_env("calculator", tokenizer, {"format": "openai_reasoning"})
+                if c.name == "rewritten history starts exact contexts"]
+    assert not check.passed and "is not the rendering" in check.detail, check
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ glue) is the real machinery.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 import agentic_rl.engines.hf as hf
@@ -129,3 +131,49 @@ def test_the_real_sampler_in_bf16_stores_the_trainers_logprobs_within_bf16_round
             diffs.append((logp[mask] - stored[mask]).abs())
     d = torch.cat(diffs)
     assert d.numel() == 6 * 3 * 8 and d.max() < 0.01 and d.mean() < 0.002, (d.max(), d.mean())
+
+
+def test_a_template_that_rewrites_history_starts_a_new_context_and_each_trains_as_sampled(tiny, tokenizer, monkeypatch):
+    """`openai_reasoning` (a Qwen3-style template, `history: template`) renders reasoning as
+    `<think>\\n...\\n</think>\\n\\n`. The first action lays it out otherwise, so the template's rendering
+    of the next turn does not extend the sample: the context starts over from that rendering (the model
+    sees the canonical layout, as deployed). The second action is laid out as the template renders it,
+    so it extends. Then: every context is what the engine was fed, token for token; the trained
+    tokens are exactly the sampled ones; and the trainer's logprobs of the one training row (two
+    segments) equal the engine's. The witness: the same row without segments (the second context
+    attending to the first) gives other logprobs."""
+    import dataclasses
+
+    from agentic_rl.envs.formats import OPENAI_REASONING as fmt
+
+    call = '\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "%s"}}\n</tool_call>'
+    actions = ["<think>six sevens</think>" + call % "6 * 7",
+               fmt.render_assistant_body(fmt.action_message("<think>check</think>" + call % "42 / 1")),
+               "<think>done</think>The answer is 42.\n<answer>42</answer><|im_end|>"]
+    monkeypatch.setattr(sys.modules[__name__], "ACTIONS", actions)
+    fed: dict[int, list[int]] = {}
+    _scripted_sampler(tokenizer, monkeypatch, fed)
+    spec = get_env("calculator")
+    engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
+    params = SamplingParams(temperature=1.0, max_new_tokens=64, stop_strings=("</tool_call>",))
+    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({"format": "openai_reasoning"}),
+                        spec.tasks("train", 1, 0), 1, params, Budget(4, 64, 400))
+    traj = groups[0].trajectories[0]
+
+    assert traj.terminated and [t.restart for t in traj.turns] == [False, True, False]
+    first, second = traj.contexts()
+    prompt = tokenizer.decode(second.turns[0].obs_ids)
+    assert "<think>\nsix sevens\n</think>" in prompt and "<think>six sevens" not in prompt  # as rendered
+    assert prompt.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    # each context's last sampled token is never fed: its context ends (a restart) or the episode does
+    assert fed[0] == first.token_ids()[:-1] + second.token_ids()[:-1]
+    sampled = [t for turn in traj.turns for t in turn.action_ids]
+    assert [t for t, m in zip(traj.token_ids(), traj.loss_mask()) if m] == sampled
+    assert tokenizer.decode(sampled) == "".join(actions)
+    batch = make_batch([traj], tokenizer.pad_token_id)
+    m = batch.loss_mask.bool()
+    with torch.no_grad():
+        logp, _ = token_logprobs(tiny, batch)
+        crossed, _ = token_logprobs(tiny, dataclasses.replace(batch, segment_ids=None))
+    torch.testing.assert_close(logp[m], batch.sampler_logprobs[m], atol=1e-4, rtol=0)
+    assert (crossed[m] - batch.sampler_logprobs[m]).abs().max() > 1e-2

@@ -18,7 +18,7 @@ def test_every_episode_of_the_example_agent_is_one_trajectory_and_grpo_trains_on
     train(cfg)
     rows = [json.loads(line) for line in (cfg.run_dir / "trajectories" / "rl.jsonl").open()]
     assert len(rows) == 2 * 2 * 4  # steps x tasks x group
-    assert not any("split" in r for r in rows)  # merged: each call extended the last
+    assert not any(t.get("restart") for r in rows for t in r["turns"])  # merged: each call extended the last
     assert all(len(r["turns"]) == 4 for r in rows)  # a random model never answers: 4 calls, nudged
     for r in rows:  # a later turn's new tokens are the tool result or the nudge, then the reply's header
         assert all(t["obs_text"].endswith("<|im_start|>assistant\n") for t in r["turns"])

@@ -348,3 +348,42 @@ def test_a_second_epoch_clips_against_the_trainer_before_the_update(tiny, tokeni
     assert low + high > 0
     tokens = 2 * int(mask.sum())
     assert m["clip_frac_low"] == pytest.approx(low / tokens) and m["clip_frac_high"] == pytest.approx(high / tokens)
+
+
+def test_a_trajectory_whose_context_started_over_trains_each_context_as_its_own_row(tokenizer, make_group):
+    """One episode restarted (`Turn.restart`: its second turn is fed a whole new prompt). It stays one
+    sample of its group and trains in one row of two segments. The update must be the gradient of
+    -(1/N) sum_t A_t log p(token_t | its own context), each context forwarded alone by a plain
+    forward (no cache, no prefix sharing); one on-policy step of SGD, lr 1, no correction, so the
+    update is minus that gradient. A row whose second context attended to the first would differ."""
+    from agentic_rl.models.loader import tiny_model
+
+    gen = torch.Generator().manual_seed(21)
+    groups = [make_group(i, r, gen) for i, r in enumerate([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])]
+    t = groups[0].trajectories[1]
+    restarted = replace(t, turns=(t.turns[0], replace(t.turns[1], obs_ids=(*range(10, 20), 77, 78), restart=True)))
+    groups[0] = TrajectoryGroup(groups[0].task, (groups[0].trajectories[0], restarted, groups[0].trajectories[2]))
+    cfg = load_config("recipes/tiny.yaml", ["rl.rollout_correction.mode=none", "rl.optim.lr=1.0", "rl.optim.max_grad_norm=1e9"])
+    adv = compute_advantages(groups, cfg.rl.algorithm)
+    assert restarted.restarts == 1 and len(adv) == 6  # one sample, one advantage row, of its group
+
+    model = tiny_model(tokenizer, seed=0).eval()
+    total, n = 0.0, 0
+    for t, a in zip([t for g in groups for t in g.trajectories], adv):
+        at = 0
+        for row in t.contexts():
+            ids = torch.tensor([row.token_ids()])
+            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
+            m = torch.tensor(row.loss_mask()[1:], dtype=torch.bool)
+            total = total + (a[at + 1 : at + len(row.token_ids())][m] * logp[m]).sum()
+            n, at = n + int(m.sum()), at + len(row.token_ids())
+    (-total / n).backward()
+    want = -model.lm_head.weight.grad.clone()
+
+    model = tiny_model(tokenizer, seed=0).eval()
+    before = model.lm_head.weight.detach().clone()
+    m = update(model, torch.optim.SGD(model.parameters(), lr=1.0), groups, cfg, tokenizer.pad_token_id, adv)
+    assert m["trained_tokens"] == n == 6 * 10
+    got = model.lm_head.weight.detach() - before
+    assert want.abs().max() > 0
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)

@@ -2,6 +2,8 @@
 
   hermes     ChatML with <tool_call>{json}</tool_call> and <tool_response> turns (the main job)
   openai     OpenAI function-calling messages rendered by a Jinja chat template (default: ours)
+  openai_reasoning  the same with a Qwen3-style reasoning block; the template rewrites history, and
+             each rewrite starts a new context (`history: template`)
   search_r1  <search>query</search> -> <information>...</information> inside the assistant turn
   retool     <code>python</code> -> <interpreter>...</interpreter> inside the assistant turn
 
@@ -16,6 +18,7 @@ from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction, ToolFor
 from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
 from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
 from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
+from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE
 from agentic_rl.registry import Registry
 
 FORMATS: Registry = Registry("tool-call format")
@@ -34,11 +37,12 @@ def get_format(name: str) -> ToolFormat:
     return FORMATS.get(name)
 
 
-for _fmt in (HERMES, ChatTemplateFormat(), SEARCH_R1, RETOOL):
+OPENAI_REASONING = ChatTemplateFormat(REASONING_CHATML_TEMPLATE, "openai_reasoning", history="template")
+for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, SEARCH_R1, RETOOL):
     register_format(_fmt)
 
 __all__ = [
-    "FORMATS", "HERMES", "IM_END", "IM_START", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
+    "FORMATS", "HERMES", "IM_END", "IM_START", "OPENAI_REASONING", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
     "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
     "get_format", "register_format",
 ]

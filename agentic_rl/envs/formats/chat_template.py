@@ -31,6 +31,11 @@ class ChatTemplateFormat:
     stop_strings: tuple[str, ...] = (TOOL_CALL_CLOSE,)
     end_of_turn: str = IM_END
     calls: HermesFormat = HERMES
+    # where the template's rendering of the next turn does not extend what was sampled (it rewrites
+    # the policy's history): "keep" feeds the glue after the sample as sampled (one context; the
+    # rendering is not consulted), "template" starts a new context from the template's rendering of
+    # the whole conversation, as the model is prompted deployed (`rollout/loop.py`, `Turn.restart`)
+    history: str = "keep"
 
     def render_prompt(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         return self._render(messages, tools, add_generation_prompt=True)
@@ -57,11 +62,13 @@ class ChatTemplateFormat:
         return self.calls.parse(text)
 
     def action_message(self, text: str) -> dict[str, Any]:
-        """An action as an OpenAI assistant message: prose in `content`, calls in `tool_calls`."""
+        """An action as an OpenAI assistant message: prose in `content`, calls in `tool_calls`. An
+        action with a call that does not parse is all `content`, as OpenAI-compatible servers return it."""
         parsed = self.parse(text)
-        content = text.split("<tool_call>", 1)[0].rstrip("\n").removesuffix(self.end_of_turn)
+        text = text.removesuffix(self.end_of_turn)
+        content = text if parsed.errors else text.split("<tool_call>", 1)[0].rstrip("\n")
         message: dict[str, Any] = {"role": "assistant", "content": content}
-        if parsed.tool_calls:
+        if parsed.tool_calls and not parsed.errors:
             message["tool_calls"] = [
                 {"id": f"call_{i}", "type": "function",
                  "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}
