@@ -28,3 +28,20 @@ def test_every_episode_of_the_example_agent_is_one_trajectory_and_grpo_trains_on
     rl = [s for s in steps if s.get("stage") == "rl"]
     assert [s["step"] for s in rl] == [1, 2] and all(s["trained_tokens"] > 0 for s in rl)
     assert all(s["infra_failure_frac"] == 0 for s in rl)
+
+
+def test_an_agent_that_edits_its_history_trains_each_episode_as_one_sample_of_its_group(tmp_path):
+    """The first episode of the first group edits its history: its second call starts a new context
+    (`restart`), and the episode is still one trajectory, so every group has its 4 samples and GRPO
+    trains on them (split into separate rows, it made groups of 5 and 4, which the group statistics
+    cannot take: the step raised)."""
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/trainer/editing_agent.py:run", "sft.examples=0",
+                                             "eval.baselines=false", "eval.tasks_per_split=2", "rl.steps=1",
+                                             "log.trajectories_per_step=100", f"output_dir={tmp_path}"])
+    train(cfg)
+    rows = [json.loads(line) for line in (cfg.run_dir / "trajectories" / "rl.jsonl").open()]
+    assert len(rows) == 2 * 4  # tasks x group: one record per episode
+    restarted = [bool(r["turns"][1].get("restart")) for r in rows]
+    assert restarted == [True] + [False] * 7
+    (rl,) = [s for s in (json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()) if s.get("stage") == "rl"]
+    assert rl["trained_tokens"] > 0 and rl["infra_failure_frac"] == 0
