@@ -131,7 +131,7 @@ def _rewritten_history(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> 
         actions = [[fmt.render_assistant_body(m) for m in d if m["role"] == "assistant"] for d in made]
         restarts = 0
         for lead in ("", "<think>note</think>"):
-            trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: lead + _final(actions[row], turn, tokenizer))
+            trajs = _play(spec, options, tokenizer, tasks, lambda row, turn, lead=lead: lead + _final(actions[row], turn, tokenizer))
             for task, traj in zip(tasks, trajs):
                 _assert_mask(traj)
                 _assert_rendered(spec, options, tokenizer, task, traj)
