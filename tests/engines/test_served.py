@@ -104,6 +104,33 @@ def test_multi_turn_sends_the_whole_prefix_and_feeds_observations(served, tokeni
             ids += [11, 12]
 
 
+@pytest.mark.parametrize("kind", ["served", "embedded"])
+def test_a_restart_samples_the_next_action_from_the_new_prompt_alone(kind, served, tiny, tokenizer):
+    """`on_stop` returning a `Restart` starts the row over: the next action's logprobs are those of
+    the new prompt alone (what a fresh request or a fresh cache gives), not of the history before it.
+    Row 1 never restarts and keeps its history. Served over HTTP and in the embedded engine."""
+    from agentic_rl.engines.base import Restart
+
+    engine = served[0] if kind == "served" else HFEngine(tiny, tokenizer, "fp32")
+    prompts, fresh = {0: [5, 6, 7], 1: [8, 9]}, [21, 22, 23, 24]
+    seen: dict[int, list] = {0: [], 1: []}
+
+    def on_stop(row, sample):
+        seen[row].append(sample)
+        if len(seen[row]) == 3:
+            return None
+        return Restart(fresh) if row == 0 and len(seen[row]) == 1 else [11, 12]
+
+    engine.session(0).run(prompts, SamplingParams(1.0, 1.0, 4), on_stop)
+    a, b = [s.ids for s in seen[0]], [s.ids for s in seen[1]]
+    contexts = [(seen[0][0], [*prompts[0], *a[0]]), (seen[0][1], [*fresh, *a[1]]),
+                (seen[0][2], [*fresh, *a[1], 11, 12, *a[2]]), (seen[1][2], [*prompts[1], *b[0], 11, 12, *b[1], 11, 12, *b[2]])]
+    for sample, ids in contexts:  # each action's logprobs: those of its own context up to it
+        assert torch.allclose(torch.tensor(sample.logprobs), _trainer_logprobs(tiny, ids)[-len(sample.ids):], atol=1e-5)
+    with_history = _trainer_logprobs(tiny, [*prompts[0], *a[0], *fresh, *a[1]])[-len(a[1]):]
+    assert not torch.allclose(torch.tensor(seen[0][1].logprobs), with_history, atol=1e-3)  # the witness
+
+
 def test_a_stop_string_ends_the_action_as_the_embedded_engine_does(tiny, tokenizer):
     stop = tokenizer.decode([1000])  # a token the tiny model will sample within a few hundred tokens
     embedded = HFEngine(tiny, tokenizer, "fp32")
