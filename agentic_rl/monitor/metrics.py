@@ -86,4 +86,7 @@ def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
         "tool_error_rate": errors / calls if calls else 0.0,
         "truncation_rate": statistics.fmean(t.truncated for t in trajs),
         "episode_error_rate": statistics.fmean(t.error is not None for t in trajs),
+        # where a template rewrote the history (`history: template`) or an agent edited its own
+        **({"context_restarts_per_episode": statistics.fmean(t.restarts for t in trajs)}
+           if any(t.restarts for t in trajs) else {}),
     }

@@ -45,3 +45,4 @@ def test_an_agent_that_edits_its_history_trains_each_episode_as_one_sample_of_it
     assert restarted == [True] + [False] * 7
     (rl,) = [s for s in (json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()) if s.get("stage") == "rl"]
     assert rl["trained_tokens"] > 0 and rl["infra_failure_frac"] == 0
+    assert rl["context_restarts_per_episode"] == 1 / 8
