@@ -54,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="also record episodes: /episodes/{id}/v1/chat/completions, their rows and rewards (docs/proxy.md)")
     g.add_argument("--history", default="keep", choices=("keep", "template"),
                    help="recorded replies sent back: as sampled (keep) or as the chat template renders them (template)")
+    d = sub.add_parser("seeds", help="a recipe over several RL seeds, one after the other; their mean and interval")
+    d.add_argument("config")
+    d.add_argument("--seeds", required=True, help="comma-separated rl.seed values, e.g. 2,3,4")
+    d.add_argument("--from", dest="start", default="", metavar="CHECKPOINT",
+                   help="start every seed from this checkpoint (an SFT one), without SFT")
+    d.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    m = sub.add_parser("compare", help="held-out accuracy of runs, checkpoints or seed sets side by side, "
+                                       "with intervals: a table and a plot")
+    m.add_argument("runs", nargs="+", help="run folders (eval.json), eval files (eval_*.json) or seeds folders (seeds.json)")
+    m.add_argument("--stage", default="", help="the stage of a run folder to compare (default: its last: rl, sft, ...)")
+    m.add_argument("--plot", default="", metavar="PNG", help="also draw the comparison into this PNG file")
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -64,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"train": _train, "sft": _train, "eval": _eval, "sandbox": _sandbox, "report": _report,
-               "view": _report, "check-env": _check_env, "serve": _serve}[args.command]
+               "view": _report, "check-env": _check_env, "serve": _serve, "compare": _compare,
+               "seeds": _seeds}[args.command]
     return handler(args)
 
 
@@ -181,6 +193,41 @@ def _serve(args) -> int:
     return 0
 
 
+def _seeds(args) -> int:
+    from agentic_rl.trainer.config import ConfigError, load_config
+    from agentic_rl.trainer.seeds import run_seeds
+
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        cfg = load_config(args.config, args.overrides)
+        if args.start:
+            _check_path(args.start, "--from")
+    except (ConfigError, FileNotFoundError, ValueError) as e:
+        return _error(e)
+    summary = run_seeds(args.config, seeds, args.overrides, cfg.run_dir, args.start)
+    for split, f in summary["accuracy"].items():
+        print(f"{summary['stage']} {split}: mean {f['mean']:.3f}, 95% interval [{f['interval'][0]:.3f}, "
+              f"{f['interval'][1]:.3f}], seeds {' '.join(f'{v:.3f}' for v in f['values'])}")
+    print(f"wrote {cfg.run_dir / 'seeds.json'}")
+    return 0
+
+
+def _compare(args) -> int:
+    from agentic_rl.monitor import compare
+
+    try:
+        results = [compare.load(path, args.stage) for path in args.runs]
+        print(compare.table(results))
+        by_template = compare.template_table(results)
+        if by_template:
+            print("\n" + by_template)
+        if args.plot:
+            print(f"\nwrote {compare.plot(results, args.plot)}")
+    except (FileNotFoundError, KeyError, ImportError) as e:
+        return _error(e)
+    return 0
+
+
 def _check_env(args) -> int:
     import yaml
 
@@ -201,12 +248,21 @@ def _check_env(args) -> int:
 
 
 def _summary(results: dict) -> dict:
-    """Accuracy per stage and split, without the samples."""
-    return {
-        stage: {k: (v["accuracy"] if isinstance(v, dict) else v) for k, v in r.items()}
-        if stage not in ("timing_s", "graduation") else r
-        for stage, r in results.items()
-    }
+    """Accuracy per stage and split with its 95% interval (and pass@k when sampled), without the
+    samples."""
+    def figure(value: float, ci) -> str:
+        return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
+
+    def split(v: dict) -> str:
+        k = v.get("samples_per_task")
+        return figure(v["accuracy"], v.get("accuracy_ci")) + (
+            f", pass@{k} {figure(v['pass_at'][str(k)], v['pass_at_ci'][str(k)])}" if k else "")
+
+    def stage(r: dict) -> dict:
+        out = {k: split(v) for k, v in r.items() if isinstance(v, dict)}
+        return {**out, "overall": figure(r["overall"], r.get("overall_ci"))} if "overall" in r else out
+
+    return {name: stage(r) if name not in ("timing_s", "graduation") else r for name, r in results.items()}
 
 
 if __name__ == "__main__":

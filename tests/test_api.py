@@ -21,7 +21,7 @@ def test_train_a_recipe_from_the_package(tmp_path):
     cfg = with_values(load_config("recipes/tiny.yaml", ["rl.steps=1", "eval.baselines=false", "sft.examples=0"]),
                       {"output_dir": str(tmp_path)})
     results = train(cfg)
-    assert set(results["rl"]) == {"heldout_in", "heldout_out", "overall"}
+    assert set(results["rl"]) == {"heldout_in", "heldout_out", "overall", "overall_ci"}
     assert json.loads((tmp_path / "eval.json").read_text())["rl"]["overall"] == results["rl"]["overall"]
 
 

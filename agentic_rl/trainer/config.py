@@ -263,6 +263,7 @@ class EvalConfig:
     batch_size: int = 64  # episodes decoded together; the splits share batches
     seed: int = 12345
     every: int = 0  # also evaluate every N RL steps (a learning curve in metrics.jsonl); 0 = at the end only
+    samples: int = 1  # episodes per task: 1 = greedy; k > 1 = sampled at rollout.temperature, with pass@k
 
 
 @dataclass(frozen=True)

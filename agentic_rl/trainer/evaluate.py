@@ -1,4 +1,6 @@
-"""Held-out evaluation: greedy episodes on each split, scored by the env's reward."""
+"""Held-out evaluation: episodes on each split (one greedy episode a task, or `eval.samples` sampled
+ones with pass@k), scored by the env's reward; every accuracy with its bootstrap interval over tasks
+(`monitor/intervals.py`)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentic_rl.envs.spec import EnvSpec
-from agentic_rl.monitor.metrics import correct_by_kind, rollout_metrics
+from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci, pass_at_k
+from agentic_rl.monitor.metrics import capabilities, rollout_metrics
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.distributed import world
 from agentic_rl.trainer.episodes import episodes
-from agentic_rl.types import Task
+from agentic_rl.types import Task, TrajectoryGroup
 
 
 def load_task_file(path: str | Path) -> list[Task]:
@@ -38,18 +41,22 @@ def load_task_file(path: str | Path) -> list[Task]:
 
 def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[Task], fewshot: bool,
                  label: str) -> list:
-    """One greedy episode a task, scored, in batches of `eval.batch_size` tasks (the splits of an
-    evaluation share batches: one batch of 200 ran 1.13x faster than two of 100 here). Data-parallel
-    ranks each run their share of the tasks; every rank gets all the episodes."""
-    ep = episodes(spec, {**cfg.env.options, "fewshot": fewshot}, cfg.rollout, temperature=0.0, concurrent=False)
+    """`eval.samples` episodes a task (one: greedy; more: at the rollout's temperature), scored, in
+    batches of `eval.batch_size` episodes (the splits of an evaluation share batches: one batch of
+    200 ran 1.13x faster than two of 100 here). Data-parallel ranks each run their share of the
+    tasks; every rank gets all the episodes."""
+    k = cfg.eval.samples
+    temperature = 0.0 if k == 1 else cfg.rollout.temperature
+    ep = episodes(spec, {**cfg.env.options, "fewshot": fewshot}, cfg.rollout, temperature=temperature, concurrent=False)
     w = world()
     tasks = w.share(tasks)
-    if cfg.rollout.agent:  # the user's agent program, greedy, through the recording proxy
+    if cfg.rollout.agent:  # the user's agent program through the recording proxy
         return w.unshare(w.gather(_agent_episodes(engine, tokenizer, cfg, ep, tasks)))
     groups = []
-    size = cfg.eval.batch_size
-    for k in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
-        out, _ = rollout(engine, tokenizer, ep.make_env, tasks[k : k + size], 1, ep.params, ep.budget)
+    size = max(1, cfg.eval.batch_size // k)
+    for i in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
+        out, _ = rollout(engine, tokenizer, ep.make_env, tasks[i : i + size], k, ep.params, ep.budget,
+                         seed=cfg.eval.seed + i)
         groups += score_groups(ep.reward, out)
     return w.unshare(w.gather(groups))
 
@@ -60,38 +67,68 @@ def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -
     agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
                            ep.budget.step_timeout_s, cfg.eval.batch_size, cfg.rollout.agent_history)
     try:
-        return agents.rollout(tasks, 1, cfg.eval.seed, label="eval")[0]
+        return agents.rollout(tasks, cfg.eval.samples, cfg.eval.seed, label="eval")[0]
     finally:
         agents.close()
 
 
 def split_metrics(groups) -> dict:
-    """A split's metrics from its scored groups (one greedy episode each). Episodes the machine
-    failed (`faults.py`) are not the model's: they are counted (`infra_failures`) and left out of
-    every other figure."""
-    failed = sum(g.trajectories[0].infra_failure is not None for g in groups)
-    groups = [g for g in groups if g.trajectories[0].infra_failure is None]
+    """A split's metrics from its scored groups (each task's episodes). Episodes the machine failed
+    (`faults.py`) are not the model's: they are counted (`infra_failures`) and left out of every
+    other figure. `accuracy` is the mean over episodes (mean@k), with its interval over tasks."""
+    failed = sum(t.infra_failure is not None for g in groups for t in g.trajectories)
+    groups = _kept(groups)
     m = rollout_metrics(groups) if groups else dict.fromkeys(
         ("accuracy", "format_rate", "tool_calls_per_episode", "tool_error_rate", "turns_per_episode",
          "truncation_rate", "tokens_generated"), 0.0)
+    per_task = [_correct(g) for g in groups]
     return {
         "n": len(groups),
         **({"infra_failures": failed} if failed else {}),
         "accuracy": m["accuracy"],
+        "accuracy_ci": list(bootstrap_ci([statistics.fmean(c) for c in per_task])),
+        **_pass_at(per_task),
         "format_rate": m["format_rate"],
         "tool_calls_per_episode": m["tool_calls_per_episode"],
         "tool_error_rate": m["tool_error_rate"],
         "turns_per_episode": m["turns_per_episode"],
         "truncation_rate": m["truncation_rate"],
         "tokens_generated": m["tokens_generated"],
+        **({"capabilities": {k.removeprefix("cap/"): v for k, v in capabilities(groups).items()}} if groups else {}),
         **_by_kind(groups),
         "samples": [_sample(g) for g in groups[:3]],
         "failures": _failures(groups),
     }
 
 
+def _kept(groups) -> list[TrajectoryGroup]:
+    """The groups without the episodes the machine failed; a task left with none is dropped."""
+    return [TrajectoryGroup(g.task, kept) for g in groups
+            if (kept := tuple(t for t in g.trajectories if t.infra_failure is None))]
+
+
+def _correct(group) -> list[float]:
+    """Each episode's `correct` (0 where the reward has none): what accuracy counts."""
+    return [t.reward_details.get("correct", 0.0) for t in group.trajectories]
+
+
+def _pass_at(per_task: list[list[float]]) -> dict:
+    """pass@j for j = 1, 2, 4, ... and k (the samples a task), each the mean over tasks of the
+    unbiased estimate, with its interval; nothing for one episode a task."""
+    k = min((len(c) for c in per_task), default=1)
+    if k < 2:
+        return {}
+    js = sorted({*(2**i for i in range(k.bit_length()) if 2**i <= k), k})
+    out: dict = {"samples_per_task": k, "pass_at": {}, "pass_at_ci": {}}
+    for j in js:
+        values = [pass_at_k(len(c), int(sum(x >= 1.0 for x in c)), j) for c in per_task]
+        out["pass_at"][str(j)] = statistics.fmean(values)
+        out["pass_at_ci"][str(j)] = list(bootstrap_ci(values))
+    return out
+
+
 def _sample(group) -> dict:
-    t = group.trajectories[0]
+    t = group.trajectories[0]  # the first episode of the task
     return {"prompt": group.task.prompt, "answer": group.task.answer,
             "output": " | ".join(turn.action_text for turn in t.turns), "reward": t.reward}
 
@@ -103,22 +140,26 @@ def _failures(groups, key: str = "template") -> list[dict]:
     bonus is not listed, and the kinds listed are the kinds below 1 in `accuracy_by_<key>`."""
     seen, out = set(), []
     for g in groups:
-        t = g.trajectories[0]
         kind = str(g.task.meta.get(key, g.task.id))
-        if kind in seen or t.reward_details.get("correct", 0.0) >= 1.0:
+        wrong = next((t for t in g.trajectories if t.reward_details.get("correct", 0.0) < 1.0), None)
+        if kind in seen or wrong is None:
             continue
         seen.add(kind)
-        out.append({key: kind, **_sample(g)})
+        out.append({key: kind, **_sample(TrajectoryGroup(g.task, (wrong,)))})
     return out
 
 
 def _by_kind(groups, key: str = "template") -> dict:
     """Accuracy per task kind (the meta field the pass-rate curriculum also groups by), when the
     tasks have one: where a split's errors sit."""
-    kinds = correct_by_kind(groups, key)  # one greedy episode a task
-    if not kinds:
+    tasks: dict[str, list[float]] = {}
+    for g in groups:
+        if key in g.task.meta:
+            tasks.setdefault(str(g.task.meta[key]), []).append(statistics.fmean(_correct(g)))
+    if not tasks:
         return {}
-    return {f"accuracy_by_{key}": {k: {"n": len(v), "accuracy": statistics.fmean(v)} for k, v in kinds.items()}}
+    return {f"accuracy_by_{key}": {k: {"n": len(v), "accuracy": statistics.fmean(v), "ci": list(bootstrap_ci(v))}
+                                   for k, v in sorted(tasks.items())}}
 
 
 def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = False, label: str = "",
@@ -130,16 +171,20 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
     else:
         splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
     groups = run_episodes(engine, tokenizer, spec, cfg, [t for ts in splits.values() for t in ts], fewshot, label)
-    result, at = {}, 0
+    result, at, groups_of = {}, 0, {}
     for s, ts in splits.items():
         part, at = groups[at : at + len(ts)], at + len(ts)
+        groups_of[s] = _kept(part)
         result[s] = split_metrics(part)
         if episodes is not None:
             episodes.setdefault(s, []).extend(part)
+    per_split = [[statistics.fmean(_correct(g)) for g in groups_of[s]] for s in splits]
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
+    result["overall_ci"] = list(mean_of_means_ci(per_split))
     return result
 
 
 def accuracies(result: dict) -> dict:
     """An `evaluate` result as one metrics row: accuracy_<split> and accuracy_overall."""
-    return {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in result.items()}
+    return {f"accuracy_{k}": (v["accuracy"] if isinstance(v, dict) else v) for k, v in result.items()
+            if isinstance(v, dict) or k == "overall"}

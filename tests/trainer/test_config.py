@@ -167,4 +167,4 @@ def test_eval_writes_into_the_run_folder_never_into_the_checkpoint_it_reads(tmp_
                  "--set", f"output_dir={tmp_path / 'out'}"]) == 0
     assert sorted(p.name for p in ckpt.iterdir()) == before
     written = json.loads((tmp_path / "out" / "eval_rl.json").read_text())
-    assert set(written) == {"heldout_in", "heldout_out", "overall"}
+    assert set(written) == {"heldout_in", "heldout_out", "overall", "overall_ci"}

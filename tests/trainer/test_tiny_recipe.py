@@ -31,7 +31,7 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
         assert all(math.isfinite(r[k]) for k in REQUIRED if k != "stage")
     assert all(math.isfinite(r["loss"]) for r in rows if r["stage"] == "sft")
     for stage in ("base_zero_shot", "base_few_shot", "sft", "rl"):
-        assert set(results[stage]) == {"heldout_in", "heldout_out", "overall"}
+        assert set(results[stage]) == {"heldout_in", "heldout_out", "overall", "overall_ci"}
     split = json.loads((tmp_path / "eval.json").read_text())["rl"]["heldout_in"]
     assert split["n"] == 8
     # the per-template breakdown covers every task once and recombines to the split's accuracy

@@ -1,0 +1,47 @@
+"""`agentic-rl seeds`: the seeds' mean and t-interval per stage and split, computed by hand; seeds
+already evaluated are not trained again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentic_rl.cli import main
+
+
+def _eval(path, rl_in: float, rl_out: float) -> None:
+    path.mkdir(parents=True)
+    stage = lambda a, b: {"heldout_in": {"n": 100, "accuracy": a}, "heldout_out": {"n": 100, "accuracy": b},  # noqa: E731
+                          "overall": (a + b) / 2}
+    (path / "eval.json").write_text(json.dumps({"base_zero_shot": stage(0.1, 0.1), "rl": stage(rl_in, rl_out),
+                                                "timing_s": {"rl": 1.0}}))
+
+
+def test_seeds_already_evaluated_are_summarized_as_mean_and_t_interval(tmp_path, capsys):
+    """Seeds 0.80 / 0.90 / 1.00 in-template: mean 0.90, sd 0.10, t(2) 4.303 -> 0.90 ± 0.2484; no seed
+    is trained again (a train would fail: the recipe's model is a path that does not exist)."""
+    for seed, (a, b) in zip((2, 3, 4), ((0.8, 0.3), (0.9, 0.4), (1.0, 0.5))):
+        _eval(tmp_path / f"seed{seed}", a, b)
+    assert main(["seeds", "recipes/tiny.yaml", "--seeds", "2,3,4", "--set", f"output_dir={tmp_path}",
+                 "--set", "model.name=/nonexistent"]) == 0
+    summary = json.loads((tmp_path / "seeds.json").read_text())
+    assert summary["stage"] == "rl" and summary["seeds"] == [2, 3, 4]
+    rl_in = summary["accuracy"]["heldout_in"]
+    assert rl_in["values"] == [0.8, 0.9, 1.0] and rl_in["mean"] == pytest.approx(0.9)
+    assert rl_in["interval"] == pytest.approx([0.9 - 0.2484, 0.9 + 0.2484], abs=1e-4)
+    assert summary["accuracy"]["overall"]["mean"] == pytest.approx(0.65)
+    assert summary["stages"]["base_zero_shot"]["heldout_in"]["interval"] == pytest.approx([0.1, 0.1])
+    assert "rl heldout_in: mean 0.900" in capsys.readouterr().out
+
+
+def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
+    for seed, (a, b) in zip((2, 3, 4), ((0.8, 0.3), (0.9, 0.4), (1.0, 0.5))):
+        _eval(tmp_path / "seeds" / f"seed{seed}", a, b)
+    main(["seeds", "recipes/tiny.yaml", "--seeds", "2,3,4", "--set", f"output_dir={tmp_path / 'seeds'}"])
+    _eval(tmp_path / "one", 0.7, 0.2)
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "seeds"), str(tmp_path / "one")]) == 0
+    out = capsys.readouterr().out
+    assert "| seeds (mean of 3 seeds) | 0.900 [0.652, 1.148] | 0.400 [0.152, 0.648] | 0.650 [0.402, 0.898] |" in out
+    assert "| one (rl) | 0.700 [" in out  # an interval from its counts (100 greedy episodes)
