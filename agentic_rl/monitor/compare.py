@@ -52,6 +52,12 @@ def load(path: str | Path, stage: str = "") -> Result:
     return _evaluation(f"{path.name} ({chosen})", data[chosen])
 
 
+def stages(path: str | Path) -> list[Result]:
+    """Every evaluated stage of a run's `eval.json`, in training order (the base model first)."""
+    data = json.loads(Path(path).read_text())
+    return [_evaluation(s, data[s]) for s in reversed(STAGES) if s in data]
+
+
 def _evaluation(label: str, r: dict) -> Result:
     """An evaluation's figures; an eval file written before intervals were (one greedy episode a task)
     gets them from its counts, as the evaluation would have computed them."""

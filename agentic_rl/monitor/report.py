@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path
 
+from agentic_rl.monitor.report_heldout import heldout_section
+
 CURVES = ("reward_mean", "accuracy", "reward_std", "frac_zero_std_groups", "entropy", "kl", "clip_frac",
           "response_tokens_mean", "tool_calls_per_episode", "tool_error_rate", "time_step_s")
 _OPEN = re.compile(r"<(tool_call|tool_response|search|information|code|interpreter)>")
@@ -28,7 +30,8 @@ def write_report(run_dir: str | Path, tokenizer=None, max_episodes: int = 300) -
 
         tokenizer = load_tokenizer("smollm2")
     episodes = _episodes(run_dir, tokenizer, max_episodes)
-    page = _PAGE.replace("{{TITLE}}", html.escape(run_dir.name)).replace("{{PLOTS}}", _plots(rows))
+    plots = _plots(rows) + heldout_section(run_dir, rows)
+    page = _PAGE.replace("{{TITLE}}", html.escape(run_dir.name)).replace("{{PLOTS}}", plots)
     page = page.replace("{{DATA}}", json.dumps(episodes).replace("</", "<\\/"))
     out = run_dir / "report.html"
     out.write_text(page)
@@ -44,13 +47,13 @@ def _plots(rows: list[dict]) -> str:
     events = [r for r in rows if r.get("stage") == "event"]
     charts = [_svg(k, [(r["step"], r[k]) for r in rl if isinstance(r.get(k), (int, float))], events) for k in CURVES]
     sft = [(r["step"], r["loss"]) for r in rows if r.get("stage") == "sft" and isinstance(r.get("loss"), (int, float))]
-    charts.insert(0, _svg("sft loss", sft, []))
-    evals = "".join(f"<li>{html.escape(str(r.get('model')))}: {html.escape(json.dumps({k: v for k, v in r.items() if k.startswith('accuracy')}))}</li>"
-                    for r in rows if r.get("stage") == "eval")
-    return "".join(c for c in charts if c) + (f"<div class='evals'><h3>held-out evaluations</h3><ul>{evals}</ul></div>" if evals else "")
+    charts.insert(0, _svg("sft loss", sft, [], x_label="SFT step"))
+    return "".join(c for c in charts if c)
 
 
-def _svg(title: str, points: list[tuple[float, float]], events: list[dict], w: int = 300, h: int = 150) -> str:
+def _svg(title: str, points: list[tuple[float, float]], events: list[dict], w: int = 300, h: int = 150,
+         x_label: str = "RL step") -> str:
+    """A curve of `title` (its y axis) over steps (the x axis), axes labelled, events marked."""
     if len(points) < 1:
         return ""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
@@ -63,8 +66,11 @@ def _svg(title: str, points: list[tuple[float, float]], events: list[dict], w: i
                     for e in events if x0 <= e.get("step", -1) <= x1)
     return (f"<figure class='chart'><figcaption>{html.escape(title)}</figcaption><svg width='{w}' height='{h}' "
             f"role='img' aria-label='{html.escape(title)}'>{marks}<polyline class='curve' points='{line}'/>"
-            f"<text x='2' y='16'>{y1:.3g}</text><text x='2' y='{h - 6}'>{y0:.3g}</text>"
-            f"<text x='{w - 60}' y='{h - 6}'>step {x1:g}</text></svg></figure>")
+            f"<text x='2' y='16'>{y1:.3g}</text><text x='2' y='{h - 22}'>{y0:.3g}</text>"
+            f"<text x='30' y='{h - 6}'>{x0:g}</text><text x='{w - 10}' y='{h - 6}' text-anchor='end'>{x1:g}</text>"
+            f"<text x='{w / 2:.0f}' y='{h - 6}' text-anchor='middle'>{html.escape(x_label)}</text>"
+            f"<text x='10' y='{h / 2:.0f}' transform='rotate(-90 10 {h / 2:.0f})' text-anchor='middle'>"
+            f"{html.escape(title)}</text></svg></figure>")
 
 
 def _episodes(run_dir: Path, tokenizer, limit: int) -> list[dict]:
@@ -115,6 +121,7 @@ svg text{font-size:10px;fill:#666}figcaption{font-size:12px;font-weight:600}
 .tokens{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;line-height:1.6}
 .tok.obs{color:#999;background:#f1f1f1}.tok.act{color:#000}.tok.tool{text-decoration:underline;text-decoration-color:#7a3}
 .legend span{padding:1px 4px;margin-right:6px}
+table.heldout{border-collapse:collapse;font-size:12px;margin:6px 0}table.heldout td,table.heldout th{border:1px solid #ddd;padding:2px 6px}
 </style></head><body>
 <h1>agentic-rl report: {{TITLE}}</h1>
 <section class="charts">{{PLOTS}}</section>

@@ -76,3 +76,36 @@ def test_chromium_renders_masked_and_sampled_tokens_differently(run_dir, tokeniz
     assert count((241, 241, 241)) > 1000  # masked tokens' grey background
     assert count((94, 191, 94)) > 200 and count((229, 94, 94)) > 200  # sampled tokens, by advantage sign
     assert count((39, 99, 196), tol=30) > 50  # the curves
+
+
+def _with_eval(run_dir):
+    stage = lambda a, b: {"heldout_in": {"n": 100, "accuracy": a, "accuracy_ci": [a - 0.09, a + 0.08]},  # noqa: E731
+                          "heldout_out": {"n": 100, "accuracy": b}, "overall": (a + b) / 2}
+    (run_dir / "eval.json").write_text(json.dumps({"base_zero_shot": stage(0.1, 0.05), "sft": stage(0.57, 0.28),
+                                                   "rl": stage(0.95, 0.41), "timing_s": {"rl": 1.0}}))
+
+
+def test_the_held_out_section_is_a_table_with_intervals_not_raw_dictionaries(run_dir, tokenizer):
+    """Accuracy per stage and split, three decimals, each with its interval (an older eval.json's
+    from its counts); (0.95 + 0.41) / 2 is 0.6799999999999999 in floating point, printed 0.680."""
+    _with_eval(run_dir)
+    page = write_report(run_dir, tokenizer).read_text()
+    assert "<td>rl</td><td>0.950 [0.860, 1.030]</td><td>0.410 [" in page
+    assert "0.680 [" in page and "0.6799999" not in page
+    assert page.index("<td>base_zero_shot</td>") < page.index("<td>sft</td>") < page.index("<td>rl</td>")
+    assert ">RL step</text>" in page and ">held-out accuracy by stage<" in page  # labelled axes, the bar chart
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_chromium_draws_the_held_out_bars(run_dir, tokenizer, tmp_path_factory):
+    from PIL import Image
+
+    _with_eval(run_dir)
+    page = write_report(run_dir, tokenizer)
+    shot = run_dir / "bars.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--window-size=1200,1400",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=60, check=True)
+    raw = Image.open(shot).convert("RGB").tobytes()
+    rl_green = sum(1 for i in range(0, len(raw), 3) if abs(raw[i] - 26) < 6 and abs(raw[i + 1] - 127) < 6
+                   and abs(raw[i + 2] - 55) < 6)
+    assert rl_green > 500  # the RL stage's three bars (and its legend swatch)
