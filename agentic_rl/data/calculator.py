@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
+from agentic_rl.data.calculator_fresh import FRESH_TEMPLATES
+from agentic_rl.data.calculator_templates import (  # noqa: F401  (Template, shared_digits: public here too)
+    NAMES,
+    Template,
+    between,
+    product,
+    shared_digits,
+    split_total,
+)
 from agentic_rl.tools.calculator import calculator, safe_eval
 from agentic_rl.types import Task
 
 DIFFICULTIES = (1, 2, 3)
 DIFFICULTY_WEIGHTS = (0.3, 0.4, 0.3)  # default mix when no difficulty is given
-# rl_extra: RL prompts only; train_shared: the training templates with operands that share digits
-SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared")
+# rl_extra: RL prompts only; train_shared: the training templates with operands that share digits;
+# heldout_fresh: the second out-of-template held-out set (`calculator_fresh.py`), evaluated only when asked
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared", "heldout_fresh")
 TRAIN_SEED = 0  # the train stream heldout_in is kept disjoint from
 EXCLUDED_TRAIN_TASKS = 20_000
 # train_shared never draws one of the first EXCLUDED_HELDOUT_TASKS heldout_in problems at the eval's
@@ -33,71 +41,9 @@ SHARED_DIGITS_RATE = 0.5  # train_shared: the chance that a number slot is drawn
 _FAMILY_BLOCKS = {
     "train": ("bare",) * 3 + ("one_step",) * 4 + ("two_step",) * 3,
     "heldout_out": ("one_step",) * 5 + ("two_step",) * 5,
+    "heldout_fresh": ("one_step",) * 5 + ("two_step",) * 5,
     "rl_extra": ("one_step",) * 5 + ("two_step",) * 5,
 }
-_RANGES = {  # number sizes per difficulty: how many digits the model would have to get right
-    "count": {1: (3, 9), 2: (6, 30), 3: (12, 99)},
-    "value": {1: (12, 99), 2: (25, 250), 3: (120, 999)},
-    "big": {1: (100, 999), 2: (1000, 9999), 3: (10000, 99999)},
-}
-NAMES = ("Ana", "Ben", "Carla", "David", "Elena", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kemi", "Leo")
-# A slot is drawn in order: a _RANGES kind, a tuple to choose from, or fn(values so far, rng, difficulty).
-Slot = str | tuple | Callable[[dict, random.Random, int], Any]
-
-
-@dataclass(frozen=True)
-class Template:
-    """One problem shape. `steps` are the calculator calls a demonstrator makes, in order; "{prev}" in a
-    step is the calculator's output for the step before. `expression` is the one-call equivalent.
-    `notes` are the per-step reasoning sentences of the demonstration (a tuple offers alternatives)."""
-
-    id: str
-    family: str
-    wordings: tuple[str, ...]
-    slots: Mapping[str, Slot]
-    steps: tuple[str, ...]
-    expression: str
-    notes: tuple[str | tuple[str, ...], ...]
-
-    def draw(self, rng: random.Random, difficulty: int, shared: float = 0.0) -> dict[str, Any]:
-        """The slot values; with `shared` > 0 each number slot is, with that chance, one of the numbers
-        `shared_digits` builds from the numbers drawn before it."""
-        values: dict[str, Any] = {}
-        for name, slot in self.slots.items():
-            if isinstance(slot, str):
-                low, high = _RANGES[slot][difficulty]
-                options = shared_digits(values.values(), low, high) if shared and rng.random() < shared else []
-                values[name] = rng.choice(options) if options else rng.randint(low, high)
-            elif isinstance(slot, tuple):
-                values[name] = rng.choice(slot)
-            else:
-                values[name] = slot(values, rng, difficulty)
-        return values
-
-    def solve(self, values: Mapping[str, Any]) -> tuple[list[str], int]:
-        """The concrete calculator steps for these numbers, chained through the tool, and the answer."""
-        steps, output = [], ""
-        for fmt in self.steps:
-            steps.append(fmt.format(**values, prev=output))
-            output = calculator(steps[-1])
-        if not output.lstrip("-").isdigit():
-            raise ValueError(f"template {self.id} produced a non-integer answer {output!r} for {values}")
-        return steps, int(output)
-
-
-def shared_digits(earlier, low: int, high: int) -> list[int]:
-    """The numbers in [low, high] that repeat digits the way a copy goes wrong: each earlier integer's
-    prefixes and its extensions by its last digit (22 -> 2, 222, 2222), and repdigits (55, 999).
-    A small model copying "222 km/h for 22 hours" writes `222 * 222`; these draws put such pairs in
-    training, where an exact-answer reward tells the two apart."""
-    out = {int(d * k) for d in "123456789" for k in range(1, 7)}
-    for v in earlier:
-        if isinstance(v, int) and v > 0:
-            s = str(v)
-            out |= {int(s[:k]) for k in range(1, len(s))} | {int(s + s[-1] * k) for k in range(1, 4)}
-    return sorted(x for x in out if low <= x <= high)
-
-
 def _bare_expression(values: dict, rng: random.Random, difficulty: int) -> str:
     """2-3 operands with + - *; multiplication is weighted up because that is where small models fail."""
     n_operands = 2 if difficulty == 1 else 3
@@ -114,21 +60,6 @@ def _bare_expression(values: dict, rng: random.Random, difficulty: int) -> str:
 def _shown(values: dict, rng: random.Random, difficulty: int) -> str:
     # Some prompts use the typographic sign; the model must still send "*" (or rely on normalization).
     return values["expr"].replace("*", "×") if rng.random() < 0.25 else values["expr"]
-
-
-def _between(low_key: str, fraction: int = 5) -> Callable[[dict, random.Random, int], int]:
-    """A draw in [value/fraction, value-1]: a part of another slot's quantity, so a remainder stays > 0."""
-    return lambda v, rng, d: rng.randint(max(1, v[low_key] // fraction), v[low_key] - 1)
-
-
-def _product(*keys: str) -> Callable[[dict, random.Random, int], int]:
-    return lambda v, rng, d: functools.reduce(lambda a, k: a * v[k], keys, 1)
-
-
-def _split(total: str) -> dict[str, Callable[[dict, random.Random, int], int]]:
-    """Two parts `a` + `b` of an earlier-drawn total, neither below a quarter of it."""
-    return {"a": lambda v, rng, d: rng.randint(v[total] // 4, 3 * v[total] // 4),
-            "b": lambda v, rng, d: v[total] - v["a"]}
 
 
 # fmt: off
@@ -152,7 +83,7 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
          "{total} {thing} are split equally between {people} children. "
          "How many {thing} does each child receive?"),
         {"name": NAMES, "thing": _THINGS, "people": "count", "each": "value",
-         "total": _product("people", "each")},
+         "total": product("people", "each")},
         ("{total} / {people}",), "{total} / {people}", ("Each one gets {step} {thing}.",)),
     Template("tank_remaining", "one_step",
         ("A water tank holds {start} liters. {used} liters are used for the garden. "
@@ -161,7 +92,7 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
          "After {used} liters were used, how many liters remain?",
          "{name} fills a tank with {start} liters of water and uses {used} liters. "
          "How many liters are still in it?"),
-        {"name": NAMES, "start": "big", "used": _between("start")},
+        {"name": NAMES, "start": "big", "used": between("start")},
         ("{start} - {used}",), "{start} - {used}", ("The tank has {step} liters left.",)),
     Template("travel_distance", "one_step",
         ("A train travels at {speed} kilometers per hour for {hours} hours. "
@@ -185,7 +116,7 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
         ("A baker makes {trays} trays of {per} cookies and sells {sold} of them. How many cookies are left?",
          "A bakery bakes {per} cookies on each of {trays} trays. {sold} cookies are sold. "
          "How many cookies remain?"),
-        {"trays": "count", "per": "value", "total": _product("trays", "per"), "sold": _between("total")},
+        {"trays": "count", "per": "value", "total": product("trays", "per"), "sold": between("total")},
         ("{trays} * {per}", "{prev} - {sold}"), "{trays} * {per} - {sold}",
         ("The baker makes {step} cookies.", "After selling {sold}, {step} cookies are left.")),
     Template("buy_change", "two_step",
@@ -218,8 +149,8 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
          "How many oranges are in each basket?",
          "{name} picks {a} oranges in the morning and {b} in the afternoon, then packs them equally into "
          "{baskets} baskets. How many oranges go in each basket?"),
-        {"name": NAMES, "baskets": "count", "per": "value", "total": _product("baskets", "per"),
-         **_split("total")},
+        {"name": NAMES, "baskets": "count", "per": "value", "total": product("baskets", "per"),
+         **split_total("total")},
         ("{a} + {b}", "{prev} / {baskets}"), "({a} + {b}) / {baskets}",
         ("Together there are {step} oranges.", "Each basket gets {step} oranges.")),
 )
@@ -235,13 +166,13 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
          "day. How many pages is that per day?",
          "To finish {pages} pages in exactly {days} days at an even pace, "
          "how many pages must be read daily?"),
-        {"name": NAMES, "days": "count", "per": "value", "pages": _product("days", "per")},
+        {"name": NAMES, "days": "count", "per": "value", "pages": product("days", "per")},
         ("{pages} / {days}",), "{pages} / {days}", ("That is {step} pages per day.",)),
     Template("tower_diff", "one_step",
         ("Mount Alder rises {h1} meters and Mount Birch rises {h2} meters. "
          "By how many meters is Mount Alder higher?",
          "How much taller, in meters, is a {h1}-meter tower than a {h2}-meter tower?"),
-        {"h1": "big", "h2": _between("h1", 3)},
+        {"h1": "big", "h2": between("h1", 3)},
         ("{h1} - {h2}",), "{h1} - {h2}", ("The difference is {step} meters.",)),
     Template("box_volume", "one_step",
         ("Find the volume in cubic centimeters of a box that is {l} cm long, {w} cm wide and {h} cm high.",
@@ -290,7 +221,7 @@ HELDOUT_TEMPLATES: tuple[Template, ...] = (
     Template("team_balls", "two_step",
         ("A coach splits {players} players into teams of {size}, and every team needs {balls} balls. "
          "How many balls are needed in total?",),
-        {"teams": "count", "size": lambda v, rng, d: rng.randint(3, 11), "players": _product("teams", "size"),
+        {"teams": "count", "size": lambda v, rng, d: rng.randint(3, 11), "players": product("teams", "size"),
          "balls": "count"},
         ("{players} / {size}", "{prev} * {balls}"), "{players} / {size} * {balls}",
         ("There are {step} teams.", "The teams need {step} balls.")),
@@ -310,12 +241,12 @@ RL_TEMPLATES: tuple[Template, ...] = (
         ("At a party, {total} pizza slices go equally to {people} guests. How many slices per guest?",
          "{name} cuts {total} slices of pizza for {people} guests so everybody gets the same amount. "
          "How many slices does one guest get?"),
-        {"name": NAMES, "people": "count", "per": "value", "total": _product("people", "per")},
+        {"name": NAMES, "people": "count", "per": "value", "total": product("people", "per")},
         ("{total} / {people}",), "{total} / {people}", ("Each guest gets {step} slices.",)),
     Template("kite_height", "one_step",
         ("A kite flying at {h1} meters sinks by {h2} meters. What is its height now, in meters?",
          "{name}'s drone hovers {h1} meters up, then descends {h2} meters. How high is it afterwards?"),
-        {"name": NAMES, "h1": "big", "h2": _between("h1", 3)},
+        {"name": NAMES, "h1": "big", "h2": between("h1", 3)},
         ("{h1} - {h2}",), "{h1} - {h2}", ("The height is {step} meters.",)),
     Template("stamp_gift", "one_step",
         ("{name} owns {a} stamps and receives {b} more as a gift. How many stamps does {name} own now?",
@@ -333,7 +264,7 @@ RL_TEMPLATES: tuple[Template, ...] = (
          "How many spots are free?",
          "On each of {levels} floors a car park offers {spots} spaces. If {taken} spaces are occupied, "
          "how many are empty?"),
-        {"levels": "count", "spots": "value", "total": _product("levels", "spots"), "taken": _between("total")},
+        {"levels": "count", "spots": "value", "total": product("levels", "spots"), "taken": between("total")},
         ("{levels} * {spots}", "{prev} - {taken}"), "{levels} * {spots} - {taken}",
         ("The garage has {step} spots.", "{step} spots are free.")),
     Template("pencil_boxes", "two_step",
@@ -356,8 +287,8 @@ RL_TEMPLATES: tuple[Template, ...] = (
          "How many dollars are in each jar?",
          "Two friends bring {a} and {b} marbles and sort all of them evenly into {jars} jars. "
          "How many marbles end up in one jar?"),
-        {"name": NAMES, "jars": "count", "per": "value", "total": _product("jars", "per"),
-         **_split("total")},
+        {"name": NAMES, "jars": "count", "per": "value", "total": product("jars", "per"),
+         **split_total("total")},
         ("{a} + {b}", "{prev} / {jars}"), "({a} + {b}) / {jars}",
         ("Together that is {step}.", "Each jar holds {step}.")),
     Template("jug_pour", "two_step",
@@ -371,13 +302,15 @@ RL_TEMPLATES: tuple[Template, ...] = (
 )
 
 # fmt: on
-TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TRAIN_TEMPLATES + HELDOUT_TEMPLATES + RL_TEMPLATES}
+TEMPLATES_BY_ID: dict[str, Template] = {t.id: t for t in TRAIN_TEMPLATES + HELDOUT_TEMPLATES + RL_TEMPLATES
+                                        + FRESH_TEMPLATES}
 
 
 def _draws(split: str, seed: int, difficulty: int | None) -> Iterator[tuple[Template, dict, str, int]]:
     """Endless (template, values, prompt, difficulty) stream for a split; a pure function of its arguments."""
     rng = random.Random(f"calc:{split}:{seed}")  # str seeds are stable across processes and hash seeds
-    pool = {"heldout_out": HELDOUT_TEMPLATES, "rl_extra": RL_TEMPLATES}.get(split, TRAIN_TEMPLATES)
+    pool = {"heldout_out": HELDOUT_TEMPLATES, "rl_extra": RL_TEMPLATES,
+            "heldout_fresh": FRESH_TEMPLATES}.get(split, TRAIN_TEMPLATES)
     by_family = {f: [t for t in pool if t.family == f] for f in ("bare", "one_step", "two_step")}
     block: list[str] = []
     while True:
@@ -415,7 +348,8 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     split: "train" and "heldout_in" draw TRAIN_TEMPLATES (heldout_in never repeats one of the first
     EXCLUDED_TRAIN_TASKS train problems), "heldout_out" draws HELDOUT_TEMPLATES, "rl_extra" (prompts for RL
     only, never demonstrated) RL_TEMPLATES, "train_shared" TRAIN_TEMPLATES with numbers drawn to share
-    digits (`shared_digits`; never one of the default eval's in-template problems). difficulty: 1..3, or
+    digits (`shared_digits`; never one of the default eval's in-template problems), "heldout_fresh" the
+    second out-of-template set (`calculator_fresh.FRESH_TEMPLATES`). difficulty: 1..3, or
     None for the DIFFICULTY_WEIGHTS mix.
     """
     if split not in SPLITS:

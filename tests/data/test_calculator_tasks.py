@@ -9,6 +9,7 @@ import pytest
 
 from agentic_rl.data import calculator as calc_data
 from agentic_rl.data.calculator import (
+    FRESH_TEMPLATES,
     HELDOUT_TEMPLATES,
     RL_TEMPLATES,
     TRAIN_SEED,
@@ -19,7 +20,7 @@ from agentic_rl.data.calculator import (
 from agentic_rl.tools import calculator, safe_eval
 from agentic_rl.types import Task
 
-SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared")
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared", "heldout_fresh")
 
 
 def _words(wording: str) -> list[str]:
@@ -141,6 +142,25 @@ def test_rl_prompts_share_no_skeleton_with_heldout() -> None:
             assert not shared, (template.id, shared)
 
 
+def test_the_fresh_held_out_set_shares_no_wording_with_any_other_set() -> None:
+    # Invariant: the second held-out set measures transfer to wordings nobody tuned on, so no template
+    # id, skeleton or slot-normalized word 4-gram of it occurs in the train, held-out or RL-only sets;
+    # and it holds the surface forms it was written for (a question first, a distractor number).
+    others = TRAIN_TEMPLATES + HELDOUT_TEMPLATES + RL_TEMPLATES
+    assert not {t.id for t in FRESH_TEMPLATES} & {t.id for t in others}
+    grams = {g for t in others for w in t.wordings for g in _ngrams(w, 4)}
+    for template in FRESH_TEMPLATES:
+        assert len(template.wordings) >= 2
+        for wording in template.wordings:
+            assert not _ngrams(wording, 4) & grams, (template.id, _ngrams(wording, 4) & grams)
+    wordings = [w for t in FRESH_TEMPLATES for w in t.wordings]
+    assert sum(w.split()[0] in ("How", "What", "Which", "By", "Per", "Find", "In", "Counting", "Cooking", "Walking")
+               for w in wordings) >= 8
+    unused = [t.id for t in FRESH_TEMPLATES if set(t.slots) - set(t.expression.replace("{", " ").replace("}", " ").split())
+              - {"name", "total"} - {k for k in t.slots if callable(t.slots[k])}]
+    assert {"museum_weekend", "phone_plan"} <= set(unused)  # a number in the text the answer does not use
+
+
 def test_heldout_in_never_repeats_a_train_task() -> None:
     # Invariant: heldout_in measures new numbers on trained templates, so none of its problems may occur
     # among the first 20,000 default train tasks, in any wording.
@@ -167,6 +187,7 @@ def test_heldout_in_is_fast_from_a_cold_cache() -> None:
         ("heldout_out", {"one_step": 0.5, "two_step": 0.5}),
         ("rl_extra", {"one_step": 0.5, "two_step": 0.5}),
         ("train_shared", {"bare": 0.3, "one_step": 0.4, "two_step": 0.3}),
+        ("heldout_fresh", {"one_step": 0.5, "two_step": 0.5}),
     ],
 )
 def test_family_mix(split: str, expected: dict[str, float]) -> None:
@@ -184,6 +205,8 @@ def test_templates_are_all_used() -> None:
     assert {t.meta["template"] for t in extra} == {t.id for t in RL_TEMPLATES}
     shared = make_tasks(1000, seed=2, split="train_shared")
     assert {t.meta["template"] for t in shared} == {t.id for t in TRAIN_TEMPLATES}
+    fresh = make_tasks(1000, seed=2, split="heldout_fresh")
+    assert {t.meta["template"] for t in fresh} == {t.id for t in FRESH_TEMPLATES}
 
 
 def test_shared_digits() -> None:
