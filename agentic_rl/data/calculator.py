@@ -13,6 +13,7 @@ import functools
 import random
 from collections.abc import Iterator
 
+from agentic_rl.data.calculator_broad import broaden
 from agentic_rl.data.calculator_fresh import FRESH_TEMPLATES
 from agentic_rl.data.calculator_templates import (  # noqa: F401  (Template, shared_digits: public here too)
     NAMES,
@@ -28,8 +29,9 @@ from agentic_rl.types import Task
 DIFFICULTIES = (1, 2, 3)
 DIFFICULTY_WEIGHTS = (0.3, 0.4, 0.3)  # default mix when no difficulty is given
 # rl_extra: RL prompts only; train_shared: the training templates with operands that share digits;
-# heldout_fresh: the second out-of-template held-out set (`calculator_fresh.py`), evaluated only when asked
-SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared", "heldout_fresh")
+# heldout_fresh: the second out-of-template held-out set (`calculator_fresh.py`), evaluated only when asked;
+# train_broad: the training templates in more surface forms (`calculator_broad.py`)
+SPLITS = ("train", "heldout_in", "heldout_out", "rl_extra", "train_shared", "heldout_fresh", "train_broad")
 TRAIN_SEED = 0  # the train stream heldout_in is kept disjoint from
 EXCLUDED_TRAIN_TASKS = 20_000
 # train_shared never draws one of the first EXCLUDED_HELDOUT_TASKS heldout_in problems at the eval's
@@ -44,6 +46,8 @@ _FAMILY_BLOCKS = {
     "heldout_fresh": ("one_step",) * 5 + ("two_step",) * 5,
     "rl_extra": ("one_step",) * 5 + ("two_step",) * 5,
 }
+
+
 def _bare_expression(values: dict, rng: random.Random, difficulty: int) -> str:
     """2-3 operands with + - *; multiplication is weighted up because that is where small models fail."""
     n_operands = 2 if difficulty == 1 else 3
@@ -320,7 +324,10 @@ def _draws(split: str, seed: int, difficulty: int | None) -> Iterator[tuple[Temp
         template = rng.choice(by_family[block.pop()])
         level = difficulty if difficulty is not None else rng.choices(DIFFICULTIES, DIFFICULTY_WEIGHTS)[0]
         values = template.draw(rng, level, SHARED_DIGITS_RATE if split == "train_shared" else 0.0)
-        yield template, values, rng.choice(template.wordings).format(**values), level
+        prompt = rng.choice(template.wordings).format(**values)
+        if split == "train_broad":
+            prompt, _ = broaden(prompt, template.expression.format(**values), rng)
+        yield template, values, prompt, level
 
 
 @functools.lru_cache(maxsize=1)
@@ -349,14 +356,16 @@ def make_tasks(n: int, seed: int, split: str = "train", difficulty: int | None =
     EXCLUDED_TRAIN_TASKS train problems), "heldout_out" draws HELDOUT_TEMPLATES, "rl_extra" (prompts for RL
     only, never demonstrated) RL_TEMPLATES, "train_shared" TRAIN_TEMPLATES with numbers drawn to share
     digits (`shared_digits`; never one of the default eval's in-template problems), "heldout_fresh" the
-    second out-of-template set (`calculator_fresh.FRESH_TEMPLATES`). difficulty: 1..3, or
+    second out-of-template set (`calculator_fresh.FRESH_TEMPLATES`), "train_broad" TRAIN_TEMPLATES in more
+    surface forms (`calculator_broad.broaden`; never one of the default eval's in-template problems).
+    difficulty: 1..3, or
     None for the DIFFICULTY_WEIGHTS mix.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {DIFFICULTIES} or None, got {difficulty!r}")
-    excluded = {"heldout_in": _train_keys, "train_shared": _heldout_keys}.get(split, frozenset)()
+    excluded = {"heldout_in": _train_keys, "train_shared": _heldout_keys, "train_broad": _heldout_keys}.get(split, frozenset)()
     stream = _draws(split, seed, difficulty)
     tasks = []
     while len(tasks) < n:

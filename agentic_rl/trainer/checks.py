@@ -206,14 +206,17 @@ def _check_env(env: EnvConfig) -> None:
 
 
 def _check_splits(cfg: Config) -> None:
-    """RL and eval splits exist in the env, and RL never trains on a split that is evaluated."""
+    """RL, SFT and eval splits exist in the env, and training never draws from a split that is
+    evaluated or held out (named `heldout...`), whether or not this recipe evaluates it."""
     known = get_env(cfg.env.name).splits
-    for key, splits in (("rl.tasks.splits", cfg.rl.tasks.splits), ("eval.splits", cfg.eval.splits)):
+    trained = (("rl.tasks.splits", cfg.rl.tasks.splits), ("sft.split", [cfg.sft.split] if cfg.sft.examples else []))
+    for key, splits in (*trained, ("eval.splits", cfg.eval.splits)):
         unknown = [s for s in splits if s not in known]
         if unknown:
             raise ConfigError(f"{key}: env {cfg.env.name!r} has no split {unknown[0]!r}; known: {', '.join(known)}")
     if not cfg.rl.tasks.splits:
         raise ConfigError("rl.tasks.splits must name at least one split")
-    shared = sorted(set(cfg.rl.tasks.splits) & set(cfg.eval.splits))
-    if shared:
-        raise ConfigError(f"rl.tasks.splits: {shared[0]!r} is also an eval split; RL would train on the test")
+    for key, splits in trained:
+        tested = sorted(s for s in splits if s in cfg.eval.splits or s.startswith("heldout"))
+        if tested:
+            raise ConfigError(f"{key}: {tested[0]!r} is a held-out or eval split; training would see the test")

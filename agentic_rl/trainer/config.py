@@ -84,7 +84,7 @@ class RolloutConfig:
     # "module:function" or "file.py:function", called as function(task, base_url) -> reward | None
     agent: str = ""
     # replies the agent sends back: keep (fed as sampled: one trajectory) | template (fed as the chat template
-    # renders them where it rewrites history, e.g. drops earlier reasoning: the episode splits into rows)
+    # renders them where it rewrites history, e.g. drops earlier reasoning: the episode starts a new context there)
     agent_history: str = "keep"
 
 
@@ -102,6 +102,7 @@ class SFTConfig:
     # mix_key "family"; empty = the train split's own mix
     mix: dict[str, float] = field(default_factory=dict)
     mix_key: str = "family"
+    split: str = "train"  # the env split the demonstrated tasks come from (never a held-out or eval one)
     heldout: float = 0.0  # fraction of the data kept out of training for a held-out loss
     seed: int = 1
     graduation: bool = False  # write the graduation report after SFT (graduation.json)

@@ -122,8 +122,8 @@ def sft_trajectories(spec: EnvSpec, s: SFTConfig, options: dict, tokenizer) -> l
         return data[: s.examples] if s.examples else data
     if spec.demonstration is None:
         raise ValueError(f"env {spec.name!r} has no demonstrations: give sft.data or set sft.examples: 0")
-    tasks = (mixed_tasks(spec.tasks("train", MIX_STRETCH * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
-             else spec.tasks("train", s.examples, s.seed))
+    tasks = (mixed_tasks(spec.tasks(s.split, MIX_STRETCH * s.examples, s.seed), s.mix_key, s.mix, s.examples) if s.mix
+             else spec.tasks(s.split, s.examples, s.seed))
     return [demonstrate(spec, options, t, tokenizer)[1] for t in tasks]
 
 

@@ -5,8 +5,9 @@ extend the first call's prompt and reply. Its reward is the parity of the first 
 
 from __future__ import annotations
 
-import httpx
 from openai import OpenAI
+
+from tests.trainer.scored_agent import post_parity_reward
 
 
 def run(task: dict, base_url: str) -> None:
@@ -18,9 +19,4 @@ def run(task: dict, base_url: str) -> None:
         if k == 0 and base_url.split("/episodes/")[1].split("/")[0].endswith("-t0-g0"):
             message["content"] = "(edited by the agent) " + (message.get("content") or "")
         messages += [message, {"role": "user", "content": "Once more?"}]
-    episode = base_url.removesuffix("/v1")
-    row = httpx.get(episode).json()["rows"][0]
-    ids, mask = row["token_ids"], row["loss_mask"]
-    start = mask.index(1)
-    end = next((k for k in range(start, len(mask)) if not mask[k]), len(mask))
-    httpx.post(episode + "/reward", json={"reward": float(sum(ids[start:end]) % 2 == 0)}).raise_for_status()
+    post_parity_reward(base_url)

@@ -11,6 +11,11 @@ from examples import openai_calculator_agent as example
 
 def run(task: dict, base_url: str) -> None:
     example.run(task, base_url)
+    post_parity_reward(base_url)
+
+
+def post_parity_reward(base_url: str) -> None:
+    """Reward the episode with the parity of its first reply's token ids, read from its rows."""
     episode = base_url.removesuffix("/v1")
     row = httpx.get(episode).json()["rows"][0]
     ids, mask = row["token_ids"], row["loss_mask"]
