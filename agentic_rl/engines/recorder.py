@@ -13,12 +13,12 @@ already ended with it). Whatever this builds is what the policy is fed, so a rec
 by construction.
 
 **Templates that rewrite history** (`history`). Some chat templates do not render an earlier reply as
-it was sampled: a Qwen3-style template drops a reply's reasoning once a user speaks again
-(`models/chat_template.REASONING_CHATML_TEMPLATE`). Per recorder, a documented choice:
-`keep` (the default) feeds every reply sent back as sampled, so the episode stays one trajectory and
+it was sampled: a Qwen3-style template lays reasoning out its own way and drops it once a user speaks
+again (`models/chat_template.REASONING_CHATML_TEMPLATE`). Per recorder, a documented choice:
+`keep` (the default) feeds every reply sent back as sampled, so the episode stays one context and
 the policy sees its whole history, as at sampling time; `template` feeds what the template renders
 wherever that differs from the sample (found by rendering the real message and comparing), as the
-model would see it deployed; the episode is then split there into exact rows.
+model would see it deployed; the episode then starts a new context there.
 
 **One trajectory when the calls extend each other.** When a call's prompt starts with the previous
 call's prompt and completion (an append-only template, the agent sending its history back
