@@ -4,7 +4,8 @@ curves and a token-level trajectory viewer.
 Curves: inline SVG of the per-step metrics, with collapse warnings and remediations drawn as marks.
 Viewer: every logged episode token by token: masked tokens (prompt, tool results, glue) grey; sampled
 tokens coloured by their advantage (green positive, red negative), with logprob and advantage on
-hover; tool spans (calls and results) underlined; filters by step, reward and task kind.
+hover; tool spans (calls and results) underlined; a marked line where the episode's context started
+over (`Turn.restart`); filters by step, reward and task kind.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agentic_rl.monitor.report_heldout import heldout_section
 
 CURVES = ("reward_mean", "accuracy", "reward_std", "frac_zero_std_groups", "entropy", "kl", "clip_frac",
           "response_tokens_mean", "tool_calls_per_episode", "tool_error_rate", "time_step_s")
+_RESTART = "new context: the history was rewritten, and the policy sees only what follows"
 _OPEN = re.compile(r"<(tool_call|tool_response|search|information|code|interpreter)>")
 _CLOSE = re.compile(r"</(tool_call|tool_response|search|information|code|interpreter)>")
 
@@ -87,6 +89,8 @@ def _episode(rec: dict, source: str, index: int, tokenizer) -> dict:
     advantages = rec.get("advantages") or [0.0] * len(rec.get("token_ids", []))
     tokens, at, in_tool, tail = [], 0, False, ""
     for k, turn in enumerate(rec["turns"]):
+        if turn.get("restart"):  # a marker, not a token: the context started over here (`Turn.restart`)
+            tokens.append([_RESTART, 2, None, 0.0, 0])
         for ids, logprobs, sampled in ((turn["obs_ids"], [None] * len(turn["obs_ids"]), 0),
                                        (turn["action_ids"], turn["logprobs"], 1)):
             # the tool *instructions* in a system prompt are no tool span (a restart feeds a whole prompt)
@@ -121,6 +125,7 @@ svg text{font-size:10px;fill:#666}figcaption{font-size:12px;font-weight:600}
 .tokens{font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap;line-height:1.6}
 .tok.obs{color:#999;background:#f1f1f1}.tok.act{color:#000}.tok.tool{text-decoration:underline;text-decoration-color:#7a3}
 .legend span{padding:1px 4px;margin-right:6px}
+.restart{display:block;margin:6px 0;padding:2px 6px;border-top:2px dashed #b36b00;color:#b36b00;font-family:system-ui,sans-serif}
 table.heldout{border-collapse:collapse;font-size:12px;margin:6px 0}table.heldout td,table.heldout th{border:1px solid #ddd;padding:2px 6px}
 </style></head><body>
 <h1>agentic-rl report: {{TITLE}}</h1>
@@ -154,6 +159,7 @@ function render() {
     const toks = document.createElement('div'); toks.className = 'tokens';
     for (const [text, sampled, lp, adv, tool] of e.tokens) {
       const s = document.createElement('span');
+      if (sampled === 2) { s.className = 'restart'; s.textContent = text; toks.appendChild(s); continue; }
       s.className = 'tok ' + (sampled ? 'act' : 'obs') + (tool ? ' tool' : '');
       s.textContent = text;
       if (sampled) { s.style.background = colour(adv); s.title = `logprob ${lp === null ? '' : lp.toFixed(3)} · advantage ${adv}`; }

@@ -109,3 +109,24 @@ def test_chromium_draws_the_held_out_bars(run_dir, tokenizer, tmp_path_factory):
     rl_green = sum(1 for i in range(0, len(raw), 3) if abs(raw[i] - 26) < 6 and abs(raw[i + 1] - 127) < 6
                    and abs(raw[i + 2] - 55) < 6)
     assert rl_green > 500  # the RL stage's three bars (and its legend swatch)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_a_restarted_context_is_marked_where_it_starts(run_dir, tokenizer, tmp_path_factory):
+    """An episode whose second turn started a new context (`Turn.restart`) shows one marker line,
+    between the first action and the new prompt; the other episodes show none. (The record's flag is
+    what `trajectory_record` writes: tests/trainer/test_agent_training.py reads it.)"""
+    path = run_dir / "trajectories" / "rl.jsonl"
+    first = json.loads(path.read_text().splitlines()[0])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["turns"][1]["restart"] = True
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = write_report(run_dir, tokenizer)
+    data = json.loads(page.read_text().split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    marks = [i for i, t in enumerate(data[0]["tokens"]) if t[1] == 2]
+    assert len(marks) == 1 and not any(t[1] == 2 for t in data[1]["tokens"])
+    before = len(first["turns"][0]["obs_ids"]) + len(first["turns"][0]["action_ids"])
+    assert marks[0] == before  # right after the first turn's action
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=60).stdout
+    assert dom.count('class="restart"') == 1 and "new context" in dom
