@@ -195,7 +195,7 @@ def _serve(args) -> int:
 
 def _seeds(args) -> int:
     from agentic_rl.trainer.config import ConfigError, load_config
-    from agentic_rl.trainer.seeds import run_seeds
+    from agentic_rl.trainer.seeds import SeedFailed, run_seeds
 
     try:
         seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
@@ -204,7 +204,10 @@ def _seeds(args) -> int:
             _check_path(args.start, "--from")
     except (ConfigError, FileNotFoundError, ValueError) as e:
         return _error(e)
-    summary = run_seeds(args.config, seeds, args.overrides, cfg.run_dir, args.start)
+    try:
+        summary = run_seeds(args.config, seeds, args.overrides, cfg.run_dir, args.start)
+    except (SeedFailed, ValueError) as e:
+        return _error(e)
     for split, f in summary["accuracy"].items():
         print(f"{summary['stage']} {split}: mean {f['mean']:.3f}, 95% interval [{f['interval'][0]:.3f}, "
               f"{f['interval'][1]:.3f}], seeds {' '.join(f'{v:.3f}' for v in f['values'])}")

@@ -21,6 +21,10 @@ from agentic_rl.monitor.compare import STAGES
 from agentic_rl.monitor.intervals import seed_interval
 
 
+class SeedFailed(RuntimeError):
+    """A seed's training stopped; the seeds before it are kept, and a rerun resumes it."""
+
+
 def run_seeds(recipe: str, seeds: Sequence[int], overrides: Sequence[str], run_dir: Path,
               start: str = "") -> dict:
     """Train every seed not yet evaluated, then write and return `run_dir/seeds.json`."""
@@ -33,7 +37,10 @@ def run_seeds(recipe: str, seeds: Sequence[int], overrides: Sequence[str], run_d
         cmd = [sys.executable, "-m", "agentic_rl.cli", "train", recipe, *resume,
                *(a for o in [*base, f"rl.seed={seed}", f"output_dir={out}"] for a in ("--set", o))]
         print(f"seed {seed}: {' '.join(cmd[2:])}", flush=True)
-        subprocess.run(cmd, check=True)
+        code = subprocess.run(cmd).returncode
+        if code:
+            raise SeedFailed(f"seed {seed} stopped with exit status {code} (its run folder: {out}); "
+                             "run the same command again to resume it")
     summary = summarize(run_dir, seeds)
     (run_dir / "seeds.json").write_text(json.dumps(summary, indent=2))
     return summary

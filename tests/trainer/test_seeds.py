@@ -45,3 +45,14 @@ def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| seeds (mean of 3 seeds) | 0.900 [0.652, 1.148] | 0.400 [0.152, 0.648] | 0.650 [0.402, 0.898] |" in out
     assert "| one (rl) | 0.700 [" in out  # an interval from its counts (100 greedy episodes)
+
+
+def test_a_seed_that_fails_stops_with_a_message_and_keeps_the_seeds_before_it(tmp_path, capsys):
+    """Seed 2 is evaluated already; seed 3's train fails at once (its model is a path that does not
+    exist): one line naming the seed and its folder, exit status 2, no seeds.json."""
+    _eval(tmp_path / "seed2", 0.8, 0.3)
+    assert main(["seeds", "recipes/tiny.yaml", "--seeds", "2,3", "--set", f"output_dir={tmp_path}",
+                 "--set", "model.name=/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "seed 3 stopped with exit status 2" in err and str(tmp_path / "seed3") in err
+    assert not (tmp_path / "seeds.json").exists() and (tmp_path / "seed2" / "eval.json").exists()
