@@ -39,11 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--memory-guard", choices=("auto", "cgroup", "supervisor"), default="auto",
                    help="how the memory limit is held: a cgroup per execution, or a supervisor that sums and kills "
                         "(default auto: a cgroup where one can be made; docs/sandbox.md)")
-    r = sub.add_parser("report", help="write RUN_DIR/report.html: curves and the token-level trajectory viewer")
-    r.add_argument("run_dir")
-    v = sub.add_parser("view", help="write the report and serve it on localhost")
-    v.add_argument("run_dir")
-    v.add_argument("--port", type=int, default=8765)
+    _results_parsers(sub)
     g = sub.add_parser("serve", help="an OpenAI-compatible server of a checkpoint, speaking token ids (docs/engines)")
     g.add_argument("checkpoint", help="a checkpoint directory, or smollm2 / tiny")
     g.add_argument("--host", default="127.0.0.1")
@@ -54,6 +50,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="also record episodes: /episodes/{id}/v1/chat/completions, their rows and rewards (docs/proxy.md)")
     g.add_argument("--history", default="keep", choices=("keep", "template"),
                    help="recorded replies sent back: as sampled (keep) or as the chat template renders them (template)")
+    c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
+    c.add_argument("name", help="a registered env, e.g. calculator")
+    c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                   help="an env option, as a recipe's env.options would give it (repeatable)")
+    return p
+
+
+def _results_parsers(sub) -> None:
+    """The commands about a run's results: its report, a learning figure over seeds, and runs side by side."""
+    r = sub.add_parser("report", help="write RUN_DIR/report.html: curves and the token-level trajectory viewer")
+    r.add_argument("run_dir")
+    v = sub.add_parser("view", help="write the report and serve it on localhost")
+    v.add_argument("run_dir")
+    v.add_argument("--port", type=int, default=8765)
     d = sub.add_parser("seeds", help="a recipe over several RL seeds, one after the other; their mean and interval")
     d.add_argument("config")
     d.add_argument("--seeds", required=True, help="comma-separated rl.seed values, e.g. 2,3,4")
@@ -65,11 +75,6 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("runs", nargs="+", help="run folders (eval.json), eval files (eval_*.json) or seeds folders (seeds.json)")
     m.add_argument("--stage", default="", help="the stage of a run folder to compare (default: its last: rl, sft, ...)")
     m.add_argument("--plot", default="", metavar="PNG", help="also draw the comparison into this PNG file")
-    c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
-    c.add_argument("name", help="a registered env, e.g. calculator")
-    c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
-                   help="an env option, as a recipe's env.options would give it (repeatable)")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

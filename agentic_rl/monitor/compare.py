@@ -130,7 +130,8 @@ def plot(results: list[Result], out: str | Path) -> Path:
     for i, r in enumerate(results):
         xs = [j + (i - (len(results) - 1) / 2) * width for j, c in enumerate(cols) if c in r.splits]
         figs = [r.splits[c] for c in cols if c in r.splits]
-        err = [[f.value - (f.ci or (f.value, f.value))[0] for f in figs], [(f.ci or (f.value, f.value))[1] - f.value for f in figs]]
+        spans = [f.ci or (f.value, f.value) for f in figs]
+        err = [[f.value - lo for f, (lo, _) in zip(figs, spans)], [hi - f.value for f, (_, hi) in zip(figs, spans)]]
         ax.bar(xs, [f.value for f in figs], width, yerr=err, capsize=3, label=r.label)
     ax.set_xticks(range(len(cols)), cols)
     ax.set_ylabel("held-out accuracy (95% interval)")

@@ -25,7 +25,7 @@ from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.demos import demonstrate
-from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.rollout.loop import Budget, history_of, rollout
 from agentic_rl.types import Task, Trajectory
 
 
@@ -125,7 +125,7 @@ def _rewritten_history(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> 
     conversation so far, and the trained tokens are exactly the sampled ones."""
     def run() -> str:
         fmt = spec.make_env(options).format
-        if getattr(fmt, "history", "keep") != "template":
+        if history_of(fmt) != "template":
             return "history: keep (the glue is fed after what was sampled; skipped)"
         made = [demonstrate(spec, options, t, tokenizer)[0] for t in tasks]
         actions = [[fmt.render_assistant_body(m) for m in d if m["role"] == "assistant"] for d in made]

@@ -145,7 +145,7 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
             text = env.format.render_prompt(messages, env.tool_schemas)
             ep.fed = tokenizer.encode(text, add_special_tokens=False)
             ep.error = None
-            if _history(env.format) == "template":
+            if history_of(env.format) == "template":
                 ep.messages, ep.text = list(messages), text
             return ep
         except Exception as e:  # noqa: BLE001 - a broken task or env costs its episode, not the batch
@@ -216,12 +216,12 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
         ep.truncated = True
         return _close(ep)
     glue = ep.env.format.render_observation(result.observation, action_closed=sample.stop_reason == "eos")
-    if _history(ep.env.format) == "template":
+    if history_of(ep.env.format) == "template":
         return _as_rendered(ep, sample, result.observation, glue, tokenizer)
     return tokenizer.encode(glue, add_special_tokens=False)
 
 
-def _history(fmt) -> str:
+def history_of(fmt) -> str:
     """What a format does where its rendering of the next turn does not extend the sample: "keep"
     (the default: feed the glue after what was sampled) or "template" (start over from the rendering)."""
     return getattr(fmt, "history", "keep")

@@ -86,7 +86,7 @@ def split_metrics(groups) -> dict:
         "n": len(groups),
         **({"infra_failures": failed} if failed else {}),
         "accuracy": m["accuracy"],
-        "accuracy_ci": list(bootstrap_ci([statistics.fmean(c) for c in per_task])),
+        "accuracy_ci": list(bootstrap_ci(_task_means(groups))),
         **_pass_at(per_task),
         "format_rate": m["format_rate"],
         "tool_calls_per_episode": m["tool_calls_per_episode"],
@@ -110,6 +110,11 @@ def _kept(groups) -> list[TrajectoryGroup]:
 def _correct(group) -> list[float]:
     """Each episode's `correct` (0 where the reward has none): what accuracy counts."""
     return [t.reward_details.get("correct", 0.0) for t in group.trajectories]
+
+
+def _task_means(groups) -> list[float]:
+    """Each task's mean `correct` over its episodes: the unit the intervals resample."""
+    return [statistics.fmean(_correct(g)) for g in groups]
 
 
 def _pass_at(per_task: list[list[float]]) -> dict:
@@ -171,14 +176,13 @@ def evaluate(engine, tokenizer, spec: EnvSpec, cfg: Config, fewshot: bool = Fals
     else:
         splits = {s: spec.tasks(s, cfg.eval.tasks_per_split, cfg.eval.seed) for s in cfg.eval.splits}
     groups = run_episodes(engine, tokenizer, spec, cfg, [t for ts in splits.values() for t in ts], fewshot, label)
-    result, at, groups_of = {}, 0, {}
+    result, at, per_split = {}, 0, []
     for s, ts in splits.items():
         part, at = groups[at : at + len(ts)], at + len(ts)
-        groups_of[s] = _kept(part)
         result[s] = split_metrics(part)
+        per_split.append(_task_means(_kept(part)))
         if episodes is not None:
             episodes.setdefault(s, []).extend(part)
-    per_split = [[statistics.fmean(_correct(g)) for g in groups_of[s]] for s in splits]
     result["overall"] = statistics.fmean(r["accuracy"] for r in result.values()) if result else 0.0
     result["overall_ci"] = list(mean_of_means_ci(per_split))
     return result
