@@ -27,6 +27,7 @@ from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER, RESTARTS
 from agentic_rl.trainer.config import Config, ConfigError, DistillConfig, EnvConfig, get_value
 from agentic_rl.trainer.critic import CRITICS
 from agentic_rl.trainer.loss_terms import policy_settings
+from agentic_rl.trainer.privileged import PRIVILEGED
 from agentic_rl.trainer.remedies import REMEDIES
 from agentic_rl.trainer.schedule import LR_SCHEDULES
 from agentic_rl.trainer.state import BEST_MODES
@@ -132,8 +133,13 @@ def _check_distill(d: DistillConfig) -> None:
     for name in d.teachers:  # a path that is not there fails now, not after the student has trained
         if _missing_directory(name):
             raise ConfigError(f"distill.teachers: no such model directory: {name}")
-    if d.only and not d.teachers:
-        raise ConfigError("distill.only needs distill.teachers")
+    if d.privileged and d.privileged not in PRIVILEGED:
+        raise ConfigError(f"distill.privileged: unknown {PRIVILEGED.kind} {d.privileged!r}; "
+                          f"known: {', '.join(PRIVILEGED.names())} (or empty: off)")
+    if d.privileged and d.teachers:
+        raise ConfigError("distill.privileged: the teacher is the policy itself; leave distill.teachers empty")
+    if d.only and not (d.teachers or d.privileged):
+        raise ConfigError("distill.only needs distill.teachers or distill.privileged")
 
 
 def _check_agent(cfg: Config) -> None:
@@ -163,10 +169,12 @@ def _check_parallel(cfg: Config) -> None:
     if cfg.model.parallel != "fsdp":
         return
     for key, blocked in (("model.lora_rank", cfg.model.lora_rank > 0), ("rl.critic.kind", cfg.rl.critic.kind != "none"),
-                         ("rl.collapse.actions", "rollback" in cfg.rl.collapse.actions)):
+                         ("rl.collapse.actions", "rollback" in cfg.rl.collapse.actions),
+                         ("distill.privileged", bool(cfg.distill.privileged))):
         if blocked:
-            raise ConfigError(f"{key}: not with model.parallel: fsdp (a LoRA policy, a critic and rollback's weight "
-                              "snapshot are built for a whole copy on every rank: use model.parallel: ddp)")
+            raise ConfigError(f"{key}: not with model.parallel: fsdp (a LoRA policy, a critic, rollback's weight "
+                              "snapshot and the privileged self-teacher are built for a whole copy on every rank: "
+                              "use model.parallel: ddp)")
 
 
 def _check_rollout(cfg: Config) -> None:

@@ -28,6 +28,7 @@ from agentic_rl.models.lora import reference_context
 from agentic_rl.models.precision import autocast
 from agentic_rl.trainer.config import AlgorithmConfig, Config, CorrectionConfig
 from agentic_rl.trainer.critic import Critic
+from agentic_rl.trainer.privileged import PrivilegedTeacher
 from agentic_rl.trainer.stats import UpdateStats
 from agentic_rl.trainer.teachers import Teachers
 from agentic_rl.types import Batch, Task, Trajectory
@@ -69,7 +70,7 @@ class PolicyTerm:
 class DistillTerm:
     """coef x the aggregated reverse KL to the (merged) teacher at the trained positions."""
 
-    teachers: Teachers
+    teachers: Teachers | PrivilegedTeacher
     loss: Callable
     topk: int
     coef: float
@@ -79,7 +80,7 @@ class DistillTerm:
     full: bool = field(default=True, init=False)  # needs the student's whole distribution
 
     def __call__(self, out: PolicyOutputs, mb: MicroBatch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
-        teacher_NV = self.teachers.logprobs(mb.task, mb.batch, self.precision, self.temperature)
+        teacher_NV = self.teachers.logprobs(mb, self.precision, self.temperature)
         sel = mb.batch.loss_mask.bool()
         d = self.loss(out.full, teacher_NV, mb.batch.input_ids[sel], self.topk)
         per_token = torch.zeros(sel.shape, dtype=d.loss_N.dtype, device=sel.device).masked_scatter(sel, d.loss_N)

@@ -33,6 +33,7 @@ from agentic_rl.trainer.distributed import DataParallel, world
 from agentic_rl.trainer.episodes import episodes, hindsight_options
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.loss_terms import build_loss
+from agentic_rl.trainer.privileged import privileged_teacher
 from agentic_rl.trainer.producer import Producer
 from agentic_rl.trainer.remedies import Remedies
 from agentic_rl.trainer.rl_step import RLRun, collect, rl_step
@@ -119,7 +120,7 @@ def memory_shape(cfg: Config, model) -> RLShape:
     return RLShape(rl.tasks.group_size, rl.optim.micro_batch_rows, ro.max_episode_tokens, ro.max_turns,
                    cfg.model.precision, reference=rl.algorithm.kl_coef > 0 and not is_lora(model),
                    critic_model=rl.critic.kind == "model", teachers=len(cfg.distill.teachers),
-                   full_vocab=rl.algorithm.entropy_coef > 0 or bool(cfg.distill.teachers),
+                   full_vocab=rl.algorithm.entropy_coef > 0 or bool(cfg.distill.teachers or cfg.distill.privileged),
                    gradient_checkpointing=cfg.model.gradient_checkpointing, async_save=cfg.checkpoint.async_save,
                    shards=world().size if cfg.model.parallel == "fsdp" else 1)
 
@@ -133,7 +134,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     optimizer = _optimizer(model, critic, rl.optim.lr, rl.critic.lr)
     reference = _reference(model) if rl.algorithm.kl_coef > 0 and not is_lora(model) else None
     monitor, remedies = CollapseMonitor(window=rl.collapse.window), Remedies(optimizer, model)
-    teachers = load_teachers(cfg.distill, tokenizer, device_of(model))
+    teachers = load_teachers(cfg.distill, tokenizer, device_of(model)) or privileged_teacher(cfg, model, tokenizer, spec)
     h = cfg.hindsight
     hindsight = None if h.coef <= 0 else hindsight_options(
         h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)

@@ -22,7 +22,7 @@ from agentic_rl.models.forward import policy_forward
 from agentic_rl.models.precision import autocast
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER
 from agentic_rl.trainer.config import DistillConfig, HindsightConfig
-from agentic_rl.types import Batch, Task
+from agentic_rl.types import Task
 
 
 class AdapterTeacher:
@@ -51,9 +51,11 @@ class Teachers:
         return list(range(len(self.models)))
 
     @torch.no_grad()
-    def logprobs(self, task: Task, batch: Batch, precision: str, temperature: float) -> torch.Tensor:
-        """(N, V) log-probabilities of the (merged) teacher at the batch's N trained positions."""
-        picked = self.chosen(task)
+    def logprobs(self, mb, precision: str, temperature: float) -> torch.Tensor:
+        """(N, V) log-probabilities of the (merged) teacher at the N trained positions of the
+        micro-batch `mb` (`loss_terms.MicroBatch`)."""
+        batch = mb.batch
+        picked = self.chosen(mb.task)
         lps = []
         for i in picked:  # one teacher at a time: only one set of activations alive
             teacher = self.models[i]

@@ -4,6 +4,7 @@ must share the tokenizer, routing picks the teacher, and the tiny recipe runs OP
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -147,6 +148,11 @@ def _adapter(base_dir, out_dir, seed: int):
     return peft.merge_and_unload().eval()
 
 
+def _picking(teacher: str, batch) -> SimpleNamespace:
+    """A micro-batch (what a teacher reads of `loss_terms.MicroBatch`) routed by meta "pick"."""
+    return SimpleNamespace(task=Task("t", "p", meta={"pick": teacher}), batch=batch)
+
+
 def test_adapter_teachers_share_one_base_and_score_as_their_merged_models(tmp_path, tokenizer, make_group):
     """Two LoRA-adapter teachers on one base: the base is loaded once (both teachers hold the same
     module), and each teacher's log-probabilities equal those of its adapter merged into a full copy
@@ -163,9 +169,9 @@ def test_adapter_teachers_share_one_base_and_score_as_their_merged_models(tmp_pa
     batch = make_batch(make_group(0, [0.0], torch.Generator().manual_seed(0)).trajectories, 0)
     for i, reference in enumerate(merged):
         routed = Teachers(teachers.models, [1.0, 1.0], "logits", "pick", {"a": 0, "b": 1})
-        got = routed.logprobs(Task("t", "p", meta={"pick": "ab"[i]}), batch, cfg.model.precision, cfg.rollout.temperature)
+        got = routed.logprobs(_picking("ab"[i], batch), cfg.model.precision, cfg.rollout.temperature)
         want = policy_forward(reference, batch, cfg.rollout.temperature, full=True).full
         assert torch.allclose(got, want, atol=1e-5), (i, (got - want).abs().max())
-    first = routed.logprobs(Task("t", "p", meta={"pick": "a"}), batch, cfg.model.precision, cfg.rollout.temperature)
-    second = routed.logprobs(Task("t", "p", meta={"pick": "b"}), batch, cfg.model.precision, cfg.rollout.temperature)
+    first = routed.logprobs(_picking("a", batch), cfg.model.precision, cfg.rollout.temperature)
+    second = routed.logprobs(_picking("b", batch), cfg.model.precision, cfg.rollout.temperature)
     assert (first - second).abs().max() > 1e-3  # the adapters differ, so the switch is real

@@ -1,0 +1,109 @@
+"""Self-distillation with privileged context (`trainer/privileged.py`): the teacher's rows are the
+student's with a worked example in the prompt, its log-probabilities line up with the student's
+trained tokens, `similar` shows another task of the same kind, and the tiny recipe trains with it."""
+
+from __future__ import annotations
+
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from agentic_rl.envs.registry import get_env
+from agentic_rl.rollout.demos import conversation_trajectory, demonstrate
+from agentic_rl.trainer import loop
+from agentic_rl.trainer.batching import make_batch
+from agentic_rl.trainer.checks import ConfigError, check_config
+from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.privileged import PRIVILEGED, PrivilegedTeacher, insertion
+
+
+def test_insertion_finds_the_block_wherever_it_is():
+    """Invariant: for any P and any block B inserted at any a, Q = P[:a] + B + P[a:] gives back
+    (a', B') with P[:a'] + B' + P[a':] == Q (a' may differ from a where B repeats its neighbours)."""
+    rng = random.Random(0)
+    for _ in range(300):
+        plain = [rng.randrange(4) for _ in range(rng.randrange(0, 12))]
+        block = [rng.randrange(4) for _ in range(rng.randrange(0, 6))]
+        a = rng.randrange(len(plain) + 1)
+        shown = plain[:a] + block + plain[a:]
+        at, found = insertion(plain, shown)
+        assert plain[:at] + list(found) + plain[at:] == shown
+
+
+def test_anything_but_an_insertion_is_refused():
+    with pytest.raises(ValueError, match="worked example inserted"):
+        insertion([1, 2, 3, 4], [1, 9, 3, 4, 5])  # 2 replaced, not kept
+    with pytest.raises(ValueError):
+        insertion([1, 2, 3], [1, 2])  # shorter
+
+
+def _teacher(model, tokenizer, name: str = "similar"):
+    spec = get_env("calculator_compound")
+    return spec, PrivilegedTeacher(model, tokenizer, spec, {}, PRIVILEGED.get(name), "template", "train")
+
+
+def test_the_teacher_reads_the_students_tokens_after_a_worked_example(tiny, tokenizer):
+    """The student's episode (a demonstration in the rollout's token layout) as the teacher reads
+    it equals the conversation rendered from messages with the example's exchange before the
+    question (the example's own replies untrained); the teacher's log-probabilities at the trained
+    positions equal a plain forward of that sequence, within 1e-4. The witness: the student's own
+    log-probabilities (no example) are more than 1e-2 away."""
+    spec, teacher = _teacher(tiny, tokenizer)
+    task = spec.tasks("train", 40, 3)[-1]
+    messages, student = demonstrate(spec, {}, task, tokenizer)
+    example = PRIVILEGED.get("similar")(task, teacher.kin(task))
+    env = spec.make_env({})
+    shown_msgs = [{"role": "user", "content": example.prompt}, *[{**m, "weight": 0} if m["role"] == "assistant" else m
+                                                                   for m in spec.demonstration(example, env)]]
+    prompt = env.reset(task)
+    expected = conversation_trajectory(task, [prompt[0], *shown_msgs, *prompt[1:], *messages], env.tool_schemas,
+                                       env.format, tokenizer)
+    row = teacher.row(student)
+    assert row.token_ids() == expected.token_ids()
+    assert row.loss_mask() == expected.loss_mask()
+
+    batch = make_batch([student], tokenizer.pad_token_id)
+    got = teacher.logprobs(SimpleNamespace(rows=[student], batch=batch, task=task), "fp32", 1.0)
+    ids = torch.tensor([row.token_ids()])
+    with torch.no_grad():
+        logits = tiny(input_ids=ids).logits[0].float()
+    at = [i for i, m in enumerate(row.loss_mask()) if m]
+    plain = torch.log_softmax(logits[[i - 1 for i in at]], -1)
+    assert torch.allclose(got, plain, atol=1e-4)
+    with torch.no_grad():
+        own = torch.log_softmax(tiny(input_ids=torch.tensor([student.token_ids()])).logits[0].float(), -1)
+    own_at = own[[i - 1 for i, m in enumerate(student.loss_mask()) if m]]
+    assert (own_at - got).abs().max() > 1e-2
+
+
+def test_similar_shows_another_task_of_the_same_kind_and_solution_the_task_itself(tiny, tokenizer):
+    spec, similar = _teacher(tiny, tokenizer, "similar")
+    _, solution = _teacher(tiny, tokenizer, "solution")
+    for task in spec.tasks("train", 12, 5):
+        shown = tokenizer.decode(similar.prompt(task))
+        kin = [k for k in similar.kin(task) if k.prompt != task.prompt]
+        assert kin and kin[0].prompt in shown and shown.count(task.prompt) == 1
+        assert str(kin[0].answer) in shown
+        assert all(k.meta["template"] == task.meta["template"] for k in kin)
+        assert tokenizer.decode(solution.prompt(task)).count(task.prompt) == 2
+
+
+def test_the_recipe_checks_refuse_a_privileged_teacher_that_cannot_be():
+    for extra, message in ((["distill.privileged=nearby"], "unknown privileged context"),
+                           (["distill.privileged=similar", "distill.teachers=[x]"], "the policy itself"),
+                           (["distill.privileged=similar", "model.parallel=fsdp"], "privileged self-teacher")):
+        with pytest.raises(ConfigError, match=message):
+            check_config(load_config("recipes/tiny.yaml", extra))
+    check_config(load_config("recipes/tiny.yaml", ["distill.privileged=similar", "distill.only=true"]))
+
+
+def test_the_tiny_recipe_trains_with_a_privileged_self_teacher(tmp_path):
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "eval.baselines=false", "sft.examples=0",
+                                            "distill.privileged=similar", "eval.tasks_per_split=2"])
+    loop.train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    kls = [r["opd_kl"] for r in rows if r["stage"] == "rl"]
+    assert len(kls) == 2 and all(k > 0 for k in kls)
