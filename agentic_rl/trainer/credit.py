@@ -35,6 +35,16 @@ class Credit:
     values: list[torch.Tensor] | None = None  # the critic's values the advantages were computed with
 
 
+def with_unadvantaged(every: Sequence[TrajectoryGroup], trained: Sequence[TrajectoryGroup],
+                      credit: Credit) -> tuple[list[TrajectoryGroup], Credit]:
+    """All of `every`, in its order: the `trained` groups with their credit, the others with zero
+    advantage (terms other than the policy gradient, a teacher's, still read them). No critic."""
+    advantages = iter(credit.advantages)
+    own = {id(g): [next(advantages) for _ in g.trajectories] for g in trained}
+    out = [a for g in every for a in own.get(id(g)) or [torch.zeros(len(t.token_ids())) for t in g.trajectories]]
+    return list(every), Credit(out)
+
+
 def outcome_rewards(groups: Sequence[TrajectoryGroup], alg: AlgorithmConfig, max_tokens: int) -> torch.Tensor:
     """(P, G) outcome rewards, plus DAPO's soft overlong penalty when `overlong_buffer` > 0
     (`max_tokens`: the episode's generation budget)."""

@@ -41,7 +41,7 @@ from agentic_rl.rollout.hindsight import (
 from agentic_rl.rollout.loop import RolloutStats, episode_seeds, rollout
 from agentic_rl.trainer.agents import AgentRollouts
 from agentic_rl.trainer.config import Config
-from agentic_rl.trainer.credit import Scorer, assign_credit
+from agentic_rl.trainer.credit import Scorer, assign_credit, with_unadvantaged
 from agentic_rl.trainer.distributed import DataParallel, gather_rollouts, world
 from agentic_rl.trainer.episodes import Episodes
 from agentic_rl.trainer.loss_terms import Loss, build_loss
@@ -103,10 +103,13 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
         rollout_row["staleness"] = staleness
     # 4. filter: a group needs two scored episodes (the machine's failures are not the policy's);
     # StarPO-S keeps the groups with the most reward spread
-    groups = keep_top_spread([g for g in kept if len(scored([g])[0].trajectories) >= 2] if kept else [],
-                             rl.filters.variance_keep)
-    # 5. credit: rewards -> per-token advantages (and a critic's targets)
+    scorable = [g for g in kept if len(scored([g])[0].trajectories) >= 2] if kept else []
+    groups = keep_top_spread(scorable, rl.filters.variance_keep)
+    # 5. credit: rewards -> per-token advantages (and a critic's targets); a distillation teacher
+    # scores every token, so the groups the filter left out still train, with no advantage
     credit = assign_credit(groups, run.scorer, rl.algorithm, cfg.rollout.max_episode_tokens)
+    if run.teachers is not None and credit.returns is None:
+        groups, credit = with_unadvantaged(scorable, groups, credit)
     # hindsight: failed episodes, corrected and verified, join the update as SFT targets
     fixes = correct_failures(run, sampled, seed=rl.seed * 1_000_033 + step)
     if fixes is not None:

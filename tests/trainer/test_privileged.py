@@ -17,6 +17,7 @@ from agentic_rl.trainer import loop
 from agentic_rl.trainer.batching import make_batch
 from agentic_rl.trainer.checks import ConfigError, check_config
 from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.credit import Credit, with_unadvantaged
 from agentic_rl.trainer.privileged import PRIVILEGED, PrivilegedTeacher, insertion
 
 
@@ -101,9 +102,27 @@ def test_the_recipe_checks_refuse_a_privileged_teacher_that_cannot_be():
 
 
 def test_the_tiny_recipe_trains_with_a_privileged_self_teacher(tmp_path):
+    """Every group trains under the teacher, also those StarPO-S's filter leaves out of the policy
+    gradient (with variance_keep 0.5, half of them): the teacher's signal is what an unsolved group
+    has. (Before, the filter dropped them: groups_trained was at most half.)"""
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "eval.baselines=false", "sft.examples=0",
-                                            "distill.privileged=similar", "eval.tasks_per_split=2"])
+                                            "distill.privileged=similar", "eval.tasks_per_split=2",
+                                            "rl.filters.variance_keep=0.5"])
     loop.train(cfg)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    kls = [r["opd_kl"] for r in rows if r["stage"] == "rl"]
-    assert len(kls) == 2 and all(k > 0 for k in kls)
+    rl = [r for r in rows if r["stage"] == "rl"]
+    assert len(rl) == 2 and all(r["opd_kl"] > 0 for r in rl)
+    assert [r["groups_trained"] for r in rl] == [cfg.rl.tasks.per_step] * 2
+
+
+def test_with_unadvantaged_keeps_the_trained_credit_and_zeroes_the_rest(make_group):
+    gen = torch.Generator().manual_seed(0)
+    every = [make_group(i, [0.0, 1.0], gen) for i in range(3)]
+    trained = [every[2], every[0]]
+    credit = Credit([torch.full((len(t.token_ids()),), float(k + 1)) for k, t in
+                     enumerate(t for g in trained for t in g.trajectories)])
+    groups, out = with_unadvantaged(every, trained, credit)
+    assert groups == every
+    firsts = [float(a[0]) for a in out.advantages]
+    assert firsts == [3.0, 4.0, 0.0, 0.0, 1.0, 2.0]  # every[0] had rows 3, 4 of the credit; every[1] none
+    assert [len(a) for a in out.advantages] == [len(t.token_ids()) for g in every for t in g.trajectories]
