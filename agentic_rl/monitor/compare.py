@@ -86,7 +86,9 @@ def _from_counts(v: dict, split: dict | None = None) -> tuple[float, float] | No
 def _seeds(path: Path) -> Result:
     data = json.loads((path / "seeds.json").read_text())
     splits = {k: Figure(v["mean"], _ci(v["interval"])) for k, v in data["accuracy"].items()}
-    return Result(f"{path.name} (mean of {len(data['seeds'])} seeds)", splits, note=f"seeds {data['seeds']}")
+    n = len(data["seeds"])
+    label = f"{path.name} (mean of {n} seeds)" if n > 1 else f"{path.name} (1 seed, no seed interval)"
+    return Result(label, splits, note=f"seeds {data['seeds']}")
 
 
 def _ci(x) -> tuple[float, float] | None:

@@ -47,6 +47,14 @@ def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
     assert "| one (rl) | 0.700 [" in out  # an interval from its counts (100 greedy episodes)
 
 
+def test_a_single_seed_is_labelled_as_one_without_a_seed_interval(tmp_path, capsys):
+    _eval(tmp_path / "single" / "seed2", 0.8, 0.3)
+    main(["seeds", "recipes/tiny.yaml", "--seeds", "2", "--set", f"output_dir={tmp_path / 'single'}"])
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "single")]) == 0
+    assert "| single (1 seed, no seed interval) | 0.800 [" in capsys.readouterr().out
+
+
 def test_a_seed_that_fails_stops_with_a_message_and_keeps_the_seeds_before_it(tmp_path, capsys):
     """Seed 2 is evaluated already; seed 3's train fails at once (its model is a path that does not
     exist): one line naming the seed and its folder, exit status 2, no seeds.json."""
