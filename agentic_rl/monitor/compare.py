@@ -2,7 +2,8 @@
 
 Each argument is a run folder (its `eval.json`; the last evaluated stage, or `--stage`), an eval file
 (`agentic-rl eval`'s `eval_<checkpoint>.json`), or a seeds folder (`agentic-rl seeds`, its
-`seeds.json`: the mean over seeds with the seeds' t-interval). The table has held-out accuracy per
+`seeds.json`: the mean over seeds with the seeds' t-interval; per template, the same over the seeds'
+own `eval.json`). The table has held-out accuracy per
 split with its 95% interval; a second table breaks it down by task template; the plot (PNG) shows
 both splits and the overall figure, one bar per run, the interval as its error bar.
 """
@@ -13,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci
+from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci, seed_interval
 
 STAGES = ("rl", "sft", "base_few_shot", "base_zero_shot")  # the last evaluated first
 
@@ -88,7 +89,23 @@ def _seeds(path: Path) -> Result:
     splits = {k: Figure(v["mean"], _ci(v["interval"])) for k, v in data["accuracy"].items()}
     n = len(data["seeds"])
     label = f"{path.name} (mean of {n} seeds)" if n > 1 else f"{path.name} (1 seed, no seed interval)"
-    return Result(label, splits, note=f"seeds {data['seeds']}")
+    return Result(label, splits, _seed_templates(path, data["seeds"], data["stage"]), note=f"seeds {data['seeds']}")
+
+
+def _seed_templates(path: Path, seeds: list[int], stage: str) -> dict[str, dict[str, Figure]]:
+    """Per split and template, the mean over the seeds with their t-interval, from each seed's
+    `eval.json` (a seed folder without one is left out)."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for seed in seeds:
+        file = path / f"seed{seed}" / "eval.json"
+        parts = json.loads(file.read_text()).get(stage, {}) if file.is_file() else {}
+        for split, v in parts.items():
+            for template, x in (v.get("accuracy_by_template", {}) if isinstance(v, dict) else {}).items():
+                per.setdefault((split, template), []).append(x["accuracy"])
+    out: dict[str, dict[str, Figure]] = {}
+    for (split, template), xs in sorted(per.items()):
+        out.setdefault(split, {})[template] = Figure(sum(xs) / len(xs), seed_interval(xs) if len(xs) > 1 else None)
+    return out
 
 
 def _ci(x) -> tuple[float, float] | None:

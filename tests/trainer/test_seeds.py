@@ -47,6 +47,20 @@ def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
     assert "| one (rl) | 0.700 [" in out  # an interval from its counts (100 greedy episodes)
 
 
+def test_a_seeds_folder_breaks_down_by_template_as_the_mean_over_seeds(tmp_path, capsys):
+    """Template "a" at 0.5 / 1.0 / 0.75 over three seeds: mean 0.75, sd 0.25, t(2) 4.303 ->
+    0.75 ± 4.303 x 0.25 / sqrt(3) = 0.75 ± 0.6211."""
+    for seed, a in zip((2, 3, 4), (0.5, 1.0, 0.75)):
+        _eval(tmp_path / f"seed{seed}", a, 0.3)
+        data = json.loads((tmp_path / f"seed{seed}" / "eval.json").read_text())
+        data["rl"]["heldout_in"]["accuracy_by_template"] = {"a": {"n": 4, "accuracy": a}}
+        (tmp_path / f"seed{seed}" / "eval.json").write_text(json.dumps(data))
+    main(["seeds", "recipes/tiny.yaml", "--seeds", "2,3,4", "--set", f"output_dir={tmp_path}"])
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path)]) == 0
+    assert "| heldout_in | a | 0.750 [0.129, 1.371] |" in capsys.readouterr().out
+
+
 def test_a_single_seed_is_labelled_as_one_without_a_seed_interval(tmp_path, capsys):
     _eval(tmp_path / "single" / "seed2", 0.8, 0.3)
     main(["seeds", "recipes/tiny.yaml", "--seeds", "2", "--set", f"output_dir={tmp_path / 'single'}"])
