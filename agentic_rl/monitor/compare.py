@@ -104,7 +104,7 @@ def _seed_templates(path: Path, seeds: list[int], stage: str) -> dict[str, dict[
                 per.setdefault((split, template), []).append(x["accuracy"])
     out: dict[str, dict[str, Figure]] = {}
     for (split, template), xs in sorted(per.items()):
-        out.setdefault(split, {})[template] = Figure(sum(xs) / len(xs), seed_interval(xs) if len(xs) > 1 else None)
+        out.setdefault(split, {})[template] = Figure(sum(xs) / len(xs), seed_interval(xs, (0.0, 1.0)) if len(xs) > 1 else None)
     return out
 
 

@@ -58,11 +58,15 @@ def t975(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def seed_interval(values: Sequence[float]) -> tuple[float, float]:
+def seed_interval(values: Sequence[float], within: tuple[float, float] | None = None) -> tuple[float, float]:
     """The 95% interval of a mean over seeds (Student's t with n - 1 degrees of freedom): the seed
-    noise of a learning figure; a point when there is one seed."""
+    noise of a learning figure; a point when there is one seed. `within`: the range the quantity
+    cannot leave (an accuracy's [0, 1]), where the interval is cut."""
     x = np.asarray(values, dtype=np.float64)
     if len(x) < 2:
         return (float(x.mean()), float(x.mean())) if len(x) else (0.0, 0.0)
     half = t975(len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return (round(float(x.mean() - half), 4), round(float(x.mean() + half), 4))
+    lo, hi = float(x.mean() - half), float(x.mean() + half)
+    if within is not None:
+        lo, hi = max(lo, within[0]), min(hi, within[1])
+    return (round(lo, 4), round(hi, 4))

@@ -62,5 +62,5 @@ def _figures(results: list[dict]) -> dict:
     out = {}
     for k in keys:
         values = [r[k]["accuracy"] if k != "overall" else r[k] for r in results]
-        out[k] = {"values": values, "mean": statistics.fmean(values), "interval": list(seed_interval(values))}
+        out[k] = {"values": values, "mean": statistics.fmean(values), "interval": list(seed_interval(values, (0.0, 1.0)))}
     return out

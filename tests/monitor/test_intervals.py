@@ -46,6 +46,9 @@ def test_the_seed_interval_is_students_t():
     """Seeds 0.5, 0.6, 0.7: mean 0.6, sd 0.1, t(2) = 4.303, half width 4.303 * 0.1 / sqrt(3) = 0.2484."""
     assert seed_interval([0.5, 0.6, 0.7]) == pytest.approx((0.6 - 0.2484, 0.6 + 0.2484), abs=1e-4)
     assert seed_interval([0.4]) == (0.4, 0.4)
+    # 0.9, 1.0, 1.0: mean 0.9667, sd 0.0577, half 4.303 x 0.0577 / sqrt(3) = 0.1434; an accuracy stops at 1
+    assert seed_interval([0.9, 1.0, 1.0], (0.0, 1.0)) == pytest.approx((0.9667 - 0.1434, 1.0), abs=1e-4)
+    assert seed_interval([0.9, 1.0, 1.0])[1] == pytest.approx(0.9667 + 0.1434, abs=1e-4)
 
 
 def test_t_quantiles_past_the_table_are_within_a_thousandth():

@@ -19,7 +19,7 @@ def _eval(path, rl_in: float, rl_out: float) -> None:
 
 
 def test_seeds_already_evaluated_are_summarized_as_mean_and_t_interval(tmp_path, capsys):
-    """Seeds 0.80 / 0.90 / 1.00 in-template: mean 0.90, sd 0.10, t(2) 4.303 -> 0.90 ± 0.2484; no seed
+    """Seeds 0.80 / 0.90 / 1.00 in-template: mean 0.90, sd 0.10, t(2) 4.303 -> 0.90 ± 0.2484 (cut at 1); no seed
     is trained again (a train would fail: the recipe's model is a path that does not exist)."""
     for seed, (a, b) in zip((2, 3, 4), ((0.8, 0.3), (0.9, 0.4), (1.0, 0.5))):
         _eval(tmp_path / f"seed{seed}", a, b)
@@ -29,7 +29,7 @@ def test_seeds_already_evaluated_are_summarized_as_mean_and_t_interval(tmp_path,
     assert summary["stage"] == "rl" and summary["seeds"] == [2, 3, 4]
     rl_in = summary["accuracy"]["heldout_in"]
     assert rl_in["values"] == [0.8, 0.9, 1.0] and rl_in["mean"] == pytest.approx(0.9)
-    assert rl_in["interval"] == pytest.approx([0.9 - 0.2484, 0.9 + 0.2484], abs=1e-4)
+    assert rl_in["interval"] == pytest.approx([0.9 - 0.2484, 1.0], abs=1e-4)  # 1.1484 cut at 1: an accuracy
     assert summary["accuracy"]["overall"]["mean"] == pytest.approx(0.65)
     assert summary["stages"]["base_zero_shot"]["heldout_in"]["interval"] == pytest.approx([0.1, 0.1])
     assert "rl heldout_in: mean 0.900" in capsys.readouterr().out
@@ -43,13 +43,13 @@ def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "seeds"), str(tmp_path / "one")]) == 0
     out = capsys.readouterr().out
-    assert "| seeds (mean of 3 seeds) | 0.900 [0.652, 1.148] | 0.400 [0.152, 0.648] | 0.650 [0.402, 0.898] |" in out
+    assert "| seeds (mean of 3 seeds) | 0.900 [0.652, 1.000] | 0.400 [0.152, 0.648] | 0.650 [0.402, 0.898] |" in out
     assert "| one (rl) | 0.700 [" in out  # an interval from its counts (100 greedy episodes)
 
 
 def test_a_seeds_folder_breaks_down_by_template_as_the_mean_over_seeds(tmp_path, capsys):
     """Template "a" at 0.5 / 1.0 / 0.75 over three seeds: mean 0.75, sd 0.25, t(2) 4.303 ->
-    0.75 ± 4.303 x 0.25 / sqrt(3) = 0.75 ± 0.6211."""
+    0.75 ± 4.303 x 0.25 / sqrt(3) = 0.75 ± 0.6211, cut at 1 (an accuracy)."""
     for seed, a in zip((2, 3, 4), (0.5, 1.0, 0.75)):
         _eval(tmp_path / f"seed{seed}", a, 0.3)
         data = json.loads((tmp_path / f"seed{seed}" / "eval.json").read_text())
@@ -58,7 +58,7 @@ def test_a_seeds_folder_breaks_down_by_template_as_the_mean_over_seeds(tmp_path,
     main(["seeds", "recipes/tiny.yaml", "--seeds", "2,3,4", "--set", f"output_dir={tmp_path}"])
     capsys.readouterr()
     assert main(["compare", str(tmp_path)]) == 0
-    assert "| heldout_in | a | 0.750 [0.129, 1.371] |" in capsys.readouterr().out
+    assert "| heldout_in | a | 0.750 [0.129, 1.000] |" in capsys.readouterr().out
 
 
 def test_a_single_seed_is_labelled_as_one_without_a_seed_interval(tmp_path, capsys):
