@@ -4,9 +4,12 @@ reward does, so they are watched as leading indicators.
 Each RL step feeds `CollapseMonitor.update(record)`. Rolling windows of reward std, the fraction of
 zero-std groups and entropy are compared with their best window so far; when one has fallen (or the
 zero-std fraction risen) by more than its tolerance while reward has not fallen yet, the monitor
-emits a `collapse_warning` event with the evidence. The monitor only detects: the trainer acts on a
-warning with the remedies the recipe names (`trainer/remedies.py`), each logged as an event.
-A cooldown of one window separates warnings.
+emits a `collapse_warning` event with the evidence. A collapse can also come too fast for them:
+when reward itself falls below half its best window, the monitor emits a `reward_collapse` event
+(the leading indicators had nothing to say while reward fell; before, such a run went on unreported
+and every collapsed step counted as healthy). The monitor only detects: the trainer acts on either
+event with the remedies the recipe names (`trainer/remedies.py`), each logged as an event.
+A cooldown of one window separates events.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class CollapseMonitor:
     drop: float = 0.3  # a leading indicator this far below its best window (relative) is collapsing
     rise: float = 0.3  # the zero-std fraction this far above its best window (absolute) is collapsing
     reward_drop: float = 0.1  # reward counts as already fallen below (1 - this) x its best window
+    collapse: float = 0.5  # reward below (1 - this) x its best window has collapsed: a `reward_collapse` event
     history: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in (*WATCHED, "reward_mean")})
     cooldown: int = 0
 
@@ -32,11 +36,22 @@ class CollapseMonitor:
             if isinstance(record.get(k), (int, float)):
                 series.append(float(record[k]))
         self.cooldown = max(self.cooldown - 1, 0)
-        evidence = self.evidence()
+        kind, evidence = "collapse_warning", self.evidence()
+        if not evidence:
+            kind, evidence = "reward_collapse", self.reward_collapse()
         if not evidence or self.cooldown:
             return None
         self.cooldown = self.window
-        return {"event": "collapse_warning", "evidence": evidence}
+        return {"event": kind, "evidence": evidence}
+
+    def reward_collapse(self) -> dict[str, dict[str, float]]:
+        """Reward itself fell below (1 - `collapse`) x its best window: too late for a leading
+        indicator, not too late to act (a rollback returns to the last step before the event)."""
+        now, best = self._windows()
+        k = "reward_mean"
+        if k in now and best[k] > 0 and now[k] < (1 - self.collapse) * best[k]:
+            return {k: {"best_window": best[k], "now": now[k]}}
+        return {}
 
     def evidence(self) -> dict[str, dict[str, float]]:
         now, best = self._windows()

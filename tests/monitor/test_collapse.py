@@ -31,6 +31,21 @@ def test_warning_fires_before_reward_falls():
     assert all(v["now"] != v["best_window"] for v in evidence.values())
 
 
+def test_a_reward_that_falls_too_fast_for_the_leading_indicators_is_a_reward_collapse():
+    """The trajectory of a measured SmolLM2 run (privileged self-distillation with a forward KL):
+    reward 0.42, 0.23, 0.25, 0.13, 0.02, 0.02 while spread, entropy and zero-std groups gave no
+    lead. Windows of 3: best 0.30 (steps 1-3), now 0.05 (steps 4-6) < 0.5 x 0.30: an event at step
+    6, the first step with two windows. (Before, no event at all: reward had already fallen.)"""
+    monitor = CollapseMonitor(window=3)
+    rewards = [0.42, 0.23, 0.25, 0.13, 0.02, 0.02, 0.0, 0.0]
+    events = [(s, e) for s, r in enumerate(rewards, 1)
+              if (e := monitor.update({"reward_mean": r, "reward_std": 0.3, "entropy": 0.2,
+                                       "frac_zero_std_groups": 0.5}))]
+    assert [(s, e["event"]) for s, e in events] == [(6, "reward_collapse")]
+    assert events[0][1]["evidence"]["reward_mean"]["best_window"] == pytest.approx(0.3)
+    assert events[0][1]["evidence"]["reward_mean"]["now"] == pytest.approx(0.17 / 3)
+
+
 def test_a_healthy_run_never_warns():
     monitor = CollapseMonitor(window=3)
     steady = ({"reward_mean": 0.5 + 0.01 * s, "reward_std": 0.4, "entropy": 0.7, "frac_zero_std_groups": 0.2}
