@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci, seed_interval
+from agentic_rl.monitor.intervals import ACCURACY, bootstrap_ci, mean_of_means_ci, seed_interval
 
 STAGES = ("rl", "sft", "base_few_shot", "base_zero_shot")  # the last evaluated first
 
@@ -104,7 +104,7 @@ def _seed_templates(path: Path, seeds: list[int], stage: str) -> dict[str, dict[
                 per.setdefault((split, template), []).append(x["accuracy"])
     out: dict[str, dict[str, Figure]] = {}
     for (split, template), xs in sorted(per.items()):
-        out.setdefault(split, {})[template] = Figure(sum(xs) / len(xs), seed_interval(xs, (0.0, 1.0)) if len(xs) > 1 else None)
+        out.setdefault(split, {})[template] = Figure(sum(xs) / len(xs), seed_interval(xs, ACCURACY) if len(xs) > 1 else None)
     return out
 
 

@@ -58,6 +58,9 @@ def t975(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+ACCURACY = (0.0, 1.0)  # the range an accuracy cannot leave: where `seed_interval` cuts its interval
+
+
 def seed_interval(values: Sequence[float], within: tuple[float, float] | None = None) -> tuple[float, float]:
     """The 95% interval of a mean over seeds (Student's t with n - 1 degrees of freedom): the seed
     noise of a learning figure; a point when there is one seed. `within`: the range the quantity

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentic_rl.monitor.compare import STAGES
-from agentic_rl.monitor.intervals import seed_interval
+from agentic_rl.monitor.intervals import ACCURACY, seed_interval
 
 
 class SeedFailed(RuntimeError):
@@ -62,5 +62,5 @@ def _figures(results: list[dict]) -> dict:
     out = {}
     for k in keys:
         values = [r[k]["accuracy"] if k != "overall" else r[k] for r in results]
-        out[k] = {"values": values, "mean": statistics.fmean(values), "interval": list(seed_interval(values, (0.0, 1.0)))}
+        out[k] = {"values": values, "mean": statistics.fmean(values), "interval": list(seed_interval(values, ACCURACY))}
     return out
