@@ -136,8 +136,9 @@ def _check_distill(d: DistillConfig) -> None:
     if d.privileged and d.privileged not in PRIVILEGED:
         raise ConfigError(f"distill.privileged: unknown {PRIVILEGED.kind} {d.privileged!r}; "
                           f"known: {', '.join(PRIVILEGED.names())} (or empty: off)")
-    if d.privileged and d.teachers:
-        raise ConfigError("distill.privileged: the teacher is the policy itself; leave distill.teachers empty")
+    if d.privileged and (len(d.teachers) > 1 or d.routes):
+        raise ConfigError("distill.privileged: the example is shown to one teacher, the policy itself or the one "
+                          "frozen model in distill.teachers (no routes)")
     if d.only and not (d.teachers or d.privileged):
         raise ConfigError("distill.only needs distill.teachers or distill.privileged")
 

@@ -238,8 +238,9 @@ class DistillConfig:
     only: bool = False  # OPD alone: the policy-gradient term is dropped (rewards are still logged)
     route_key: str = ""  # a task meta field that routes tasks to one teacher (with `routes`)
     routes: dict[str, int] = field(default_factory=dict)  # meta value -> teacher index; others: all, merged
-    # the policy itself, shown a worked example, as the teacher (trainer/privileged.py): "" = off;
-    # solution (the task's own demonstration) | similar (another task of its kind, by `privileged_key`)
+    # the policy itself (or the one model in `teachers`, frozen), shown a worked example, as the teacher
+    # (trainer/privileged.py): "" = off; solution (the task's own demonstration) | similar (another task
+    # of its kind, by `privileged_key`)
     privileged: str = ""
     privileged_key: str = "template"
 

@@ -24,7 +24,9 @@ Token layout: the teacher's row is the student's row with the example's tokens i
 first prompt (`insertion`, found by rendering the prompt with and without the example; anything but a
 pure insertion is refused). The trained positions are the same tokens in the same order, so the
 teacher's (N, V) log-probabilities line up with the student's. The teacher's weights are the
-policy's as they are at that moment, without gradient (the teacher is a stop-gradient target). A
+policy's as they are at that moment, without gradient (the teacher is a stop-gradient target), or,
+with one model in `distill.teachers`, that model's, frozen: the RL stage's starting checkpoint as
+the teacher anchors the target, where the moving policy's drifts with every update it causes. A
 trajectory whose context started over (`Turn.restart`) gets the example in its first context only.
 """
 
@@ -36,10 +38,12 @@ from dataclasses import replace
 import torch
 
 from agentic_rl.envs.base import close_env
+from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import policy_forward
 from agentic_rl.models.precision import autocast
 from agentic_rl.registry import Registry
 from agentic_rl.trainer.batching import make_batch
+from agentic_rl.trainer.teachers import load_frozen
 from agentic_rl.types import Task, Trajectory
 
 POOL_SIZE = 256  # tasks drawn once per split, where `similar` looks for another task of the kind
@@ -131,5 +135,7 @@ def privileged_teacher(cfg, model, tokenizer, spec) -> PrivilegedTeacher | None:
         return None
     if spec.demonstration is None:
         raise ValueError(f"distill.privileged: env {spec.name!r} has no demonstrations to show")
+    if d.teachers:
+        model = load_frozen(d.teachers[0], tokenizer, device_of(model))
     return PrivilegedTeacher(model, tokenizer, spec, cfg.env.options, PRIVILEGED.get(d.privileged),
                              d.privileged_key, cfg.rl.tasks.splits[0])

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from agentic_rl.envs.registry import get_env
+from agentic_rl.models.loader import tiny_model
 from agentic_rl.rollout.demos import conversation_trajectory, demonstrate
 from agentic_rl.trainer import loop
 from agentic_rl.trainer.batching import make_batch
 from agentic_rl.trainer.checks import ConfigError, check_config
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import Credit, with_unadvantaged
-from agentic_rl.trainer.privileged import PRIVILEGED, PrivilegedTeacher, insertion
+from agentic_rl.trainer.privileged import PRIVILEGED, PrivilegedTeacher, insertion, privileged_teacher
 
 
 def test_insertion_finds_the_block_wherever_it_is():
@@ -94,11 +95,41 @@ def test_similar_shows_another_task_of_the_same_kind_and_solution_the_task_itsel
 
 def test_the_recipe_checks_refuse_a_privileged_teacher_that_cannot_be():
     for extra, message in ((["distill.privileged=nearby"], "unknown privileged context"),
-                           (["distill.privileged=similar", "distill.teachers=[x]"], "the policy itself"),
+                           (["distill.privileged=similar", "distill.teachers=[recipes,recipes]"], "one teacher"),
                            (["distill.privileged=similar", "model.parallel=fsdp"], "privileged self-teacher")):
         with pytest.raises(ConfigError, match=message):
             check_config(load_config("recipes/tiny.yaml", extra))
     check_config(load_config("recipes/tiny.yaml", ["distill.privileged=similar", "distill.only=true"]))
+
+
+def test_one_model_in_distill_teachers_is_the_frozen_privileged_teacher(tiny, tokenizer, tmp_path):
+    """With `distill.teachers: [path]`, the example is shown to that model, frozen, not to the
+    policy: its log-probabilities on the student's micro-batch equal a plain forward of the saved
+    model on the privileged row (within 1e-4), and stay so after the policy's weights change. The
+    witness: the policy shown the same example is more than 1e-2 away."""
+    frozen = tiny_model(tokenizer, seed=7)
+    frozen.save_pretrained(tmp_path / "sft")
+    tokenizer.save_pretrained(tmp_path / "sft")
+    cfg = load_config("recipes/tiny.yaml", ["env.name=calculator_compound", "distill.privileged=similar",
+                                            f"distill.teachers=[{tmp_path / 'sft'}]"])
+    check_config(cfg)
+    spec = get_env("calculator_compound")
+    teacher = privileged_teacher(cfg, tiny, tokenizer, spec)
+    task = spec.tasks("train", 40, 3)[-1]
+    _, student = demonstrate(spec, {}, task, tokenizer)
+    mb = SimpleNamespace(rows=[student], batch=make_batch([student], tokenizer.pad_token_id), task=task)
+    row = teacher.row(student)
+    at = [i - 1 for i, m in enumerate(row.loss_mask()) if m]
+    with torch.no_grad():
+        plain = torch.log_softmax(frozen(input_ids=torch.tensor([row.token_ids()])).logits[0, at].float(), -1)
+        assert torch.allclose(teacher.logprobs(mb, "fp32", 1.0), plain, atol=1e-4)
+        for p in tiny.parameters():
+            p.add_(0.05)
+        assert torch.allclose(teacher.logprobs(mb, "fp32", 1.0), plain, atol=1e-4)
+        for p in tiny.parameters():
+            p.sub_(0.05)
+    policy = PrivilegedTeacher(tiny, tokenizer, spec, {}, PRIVILEGED.get("similar"), "template", "train")
+    assert (policy.logprobs(mb, "fp32", 1.0) - plain).abs().max() > 1e-2
 
 
 def test_the_tiny_recipe_trains_with_a_privileged_self_teacher(tmp_path):
