@@ -5,7 +5,9 @@ A learning figure is a mean over seeds with its interval, never the best seed. E
 from the same SFT checkpoint, without SFT), run one after the other in fresh processes; a seed whose
 `eval.json` exists is not run again, and one that stopped part way is resumed. `seeds.json` then
 holds, per evaluated stage and split, each seed's accuracy, their mean and the seeds' 95% t-interval
-(`monitor/intervals.seed_interval`): what `agentic-rl compare` reads.
+(`monitor/intervals.seed_interval`): what `agentic-rl compare` reads. It covers every evaluated seed
+of the folder, the ones asked for and any other `seed<N>` there with an `eval.json`: seeds run one
+at a time, or side by side in separate commands, sum up to all of them whichever ends last.
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ def run_seeds(recipe: str, seeds: Sequence[int], overrides: Sequence[str], run_d
         if code:
             raise SeedFailed(f"seed {seed} stopped with exit status {code} (its run folder: {out}); "
                              "run the same command again to resume it")
-    summary = summarize(run_dir, seeds)
+    summary = summarize(run_dir, evaluated(run_dir, seeds))
     (run_dir / "seeds.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def evaluated(run_dir: Path, seeds: Sequence[int]) -> list[int]:
+    """`seeds` and every other seed folder of `run_dir` with an `eval.json`, in order."""
+    others = {int(p.parent.name[4:]) for p in run_dir.glob("seed*/eval.json") if p.parent.name[4:].isdigit()}
+    return sorted(set(seeds) | others)
 
 
 def summarize(run_dir: Path, seeds: Sequence[int]) -> dict:

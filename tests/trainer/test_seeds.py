@@ -35,6 +35,21 @@ def test_seeds_already_evaluated_are_summarized_as_mean_and_t_interval(tmp_path,
     assert "rl heldout_in: mean 0.900" in capsys.readouterr().out
 
 
+def test_seeds_run_in_separate_commands_sum_up_to_all_of_them(tmp_path):
+    """Seeds 2 and 3 launched as two commands into one folder: whichever writes `seeds.json` last
+    covers both (0.8 and 1.0: mean 0.9), not only its own; a seed folder without an `eval.json`
+    (stopped part way) is left out."""
+    _eval(tmp_path / "seed2", 0.8, 0.3)
+    _eval(tmp_path / "seed3", 1.0, 0.5)
+    (tmp_path / "seed4" / "checkpoints").mkdir(parents=True)
+    assert main(["seeds", "recipes/tiny.yaml", "--seeds", "3", "--set", f"output_dir={tmp_path}",
+                 "--set", "model.name=/nonexistent"]) == 0
+    summary = json.loads((tmp_path / "seeds.json").read_text())
+    assert summary["seeds"] == [2, 3]
+    assert summary["accuracy"]["heldout_in"]["values"] == [0.8, 1.0]
+    assert summary["accuracy"]["heldout_in"]["mean"] == pytest.approx(0.9)
+
+
 def test_compare_reads_a_seeds_folder_beside_a_run(tmp_path, capsys):
     for seed, (a, b) in zip((2, 3, 4), ((0.8, 0.3), (0.9, 0.4), (1.0, 0.5))):
         _eval(tmp_path / "seeds" / f"seed{seed}", a, b)
