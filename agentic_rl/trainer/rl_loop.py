@@ -134,7 +134,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     optimizer = _optimizer(model, critic, rl.optim.lr, rl.critic.lr)
     reference = _reference(model) if rl.algorithm.kl_coef > 0 and not is_lora(model) else None
     monitor, remedies = CollapseMonitor(window=rl.collapse.window), Remedies(optimizer, model)
-    teachers = privileged_teacher(cfg, model, tokenizer, spec) or load_teachers(cfg.distill, tokenizer, device_of(model))
+    teachers = load_teachers(cfg.distill, tokenizer, device_of(model)) or privileged_teacher(cfg, model, tokenizer, spec)
     h = cfg.hindsight
     hindsight = None if h.coef <= 0 else hindsight_options(
         h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)

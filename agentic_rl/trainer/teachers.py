@@ -111,10 +111,12 @@ def _load_all(names: list[str], tokenizer, why: str, device: torch.device) -> li
     return models
 
 
+SAME_IDS = "on-policy distillation compares distributions over the same token ids"
+
+
 def load_frozen(name: str, tokenizer, device: torch.device):
     """One frozen model (a full model or a LoRA adapter over its base), ready to forward."""
-    why = "on-policy distillation compares distributions over the same token ids"
-    model = _load_all([name], tokenizer, why, device)[0]
+    model = _load_all([name], tokenizer, SAME_IDS, device)[0]
     return model.activate() if isinstance(model, AdapterTeacher) else model
 
 
@@ -122,8 +124,7 @@ def load_teachers(d: DistillConfig, tokenizer, device: torch.device) -> Teachers
     """The on-policy distillation teachers, frozen, on the student's `device`."""
     if not d.teachers or d.privileged:  # with privileged context, the one teacher is shown the example
         return None
-    why = "on-policy distillation compares distributions over the same token ids"
-    models = _load_all(list(d.teachers), tokenizer, why, device)
+    models = _load_all(list(d.teachers), tokenizer, SAME_IDS, device)
     weights = list(d.weights) or [1.0] * len(models)
     return Teachers(models, weights, d.merge, d.route_key, d.routes)
 

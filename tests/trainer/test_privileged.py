@@ -20,6 +20,7 @@ from agentic_rl.trainer.checks import ConfigError, check_config
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.credit import Credit, with_unadvantaged
 from agentic_rl.trainer.privileged import PRIVILEGED, PrivilegedTeacher, insertion, privileged_teacher
+from agentic_rl.trainer.teachers import load_teachers
 
 
 def test_insertion_finds_the_block_wherever_it_is():
@@ -113,6 +114,7 @@ def test_one_model_in_distill_teachers_is_the_frozen_privileged_teacher(tiny, to
     cfg = load_config("recipes/tiny.yaml", ["env.name=calculator_compound", "distill.privileged=similar",
                                             f"distill.teachers=[{tmp_path / 'sft'}]"])
     check_config(cfg)
+    assert load_teachers(cfg.distill, tokenizer, torch.device("cpu")) is None  # the model is the privileged one's
     spec = get_env("calculator_compound")
     teacher = privileged_teacher(cfg, tiny, tokenizer, spec)
     task = spec.tasks("train", 40, 3)[-1]
