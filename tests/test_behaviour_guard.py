@@ -4,8 +4,9 @@ changes a number fails here; a deliberate change of behaviour re-records the ref
 commit (`python -m tests.guard record CASE`).
 
 The tiny-model cases take seconds and run in `make test`; the calculator case (the real model, SFT
-then 2 GRPO steps, about 7 minutes) is marked slow. A reference holds on the CPU kind it was
-recorded on (float kernels differ between instruction sets); elsewhere the cases are skipped.
+then 2 GRPO steps, about 7 minutes) is marked slow. Each case runs in a process of its own with its
+float kernels pinned (`tests/guard/__init__.py`); a reference holds on the machine key it was
+recorded with, and elsewhere the case skips, naming what differs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import difflib
 
 import pytest
 
-from tests.guard import CASES, machine, recorded_machine, reference, run_case
+from tests.guard import CASES, REFERENCE, mismatch, reference, run_pinned
 
 
 def _params():
@@ -25,12 +26,37 @@ def _params():
 
 @pytest.mark.parametrize("name", _params())
 def test_runs_are_byte_identical_to_the_reference(name, tmp_path):
-    if recorded_machine(name) != machine():
-        pytest.skip(f"reference recorded on {recorded_machine(name)}, this machine is {machine()}")
-    got, want = run_case(name, tmp_path / name), reference(name)
+    if (why := mismatch(name)) is not None:
+        pytest.skip(why)
+    got, want = run_pinned(name, tmp_path / name), reference(name)
     assert sorted(got) == sorted(want)
     for file in sorted(want):
         if got[file] != want[file]:
             diff = "".join(list(difflib.unified_diff(want[file].splitlines(True), got[file].splitlines(True),
                                                      f"reference/{file}", f"now/{file}", n=0))[:12])
             pytest.fail(f"{name}: {file} differs from the reference\n{diff}")
+
+
+def test_some_fast_case_trains_a_reward_and_clips_and_masks_tokens():
+    """The policy-gradient path is guarded too: in a fast case's reference, RL has reward spread, and
+    PPO's clip and the rollout correction's mask each act on some token."""
+    import json
+
+    rows = [json.loads(line) for name in CASES if name.startswith("tiny")
+            for line in (REFERENCE / name / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if r.get("stage") == "rl"]
+    assert any(r["reward_std"] > 0 and r["trained_tokens"] > 0 for r in rl)
+    assert any(r["clip_frac"] > 0 for r in rl)
+    assert any(r.get("correction_masked_frac", 0) > 0 for r in rl)
+
+
+def test_a_reference_from_another_machine_key_is_skipped_with_the_field_that_differs(monkeypatch):
+    import tests.guard as guard
+
+    here = guard.machine()
+    monkeypatch.setattr(guard, "machine", lambda: {**here, "cpu_vendor": "SomeOtherVendor"})
+    monkeypatch.setattr(guard, "recorded_machine", lambda name: {**here, "cpu_vendor": "AuthenticAMD"})
+    why = guard.mismatch("tiny")
+    assert why is not None and "cpu_vendor 'AuthenticAMD' there, 'SomeOtherVendor' here" in why
+    monkeypatch.setattr(guard, "recorded_machine", lambda name: {**here, "cpu_vendor": "SomeOtherVendor"})
+    assert guard.mismatch("tiny") is None

@@ -6,27 +6,43 @@ their timing and memory fields, keys sorted — plus a checksum of every weight 
 models. `python -m tests.guard record [CASE ...]` writes the reference under `tests/guard/reference/`;
 `tests/test_behaviour_guard.py` runs the cases again and compares file by file.
 
-Floating point differs between CPU instruction sets, so a reference holds only on the kind of CPU
-it was recorded on (`torch.backends.cpu.get_cpu_capability()` and the torch version, kept beside it).
+Each case runs in a fresh process whose float kernels are pinned (`PINNED`): one thread, and MKL's
+code branch fixed (`MKL_CBWR`), since MKL otherwise picks its GEMM kernels by the CPU's vendor and
+features — an Intel Xeon with AVX-512 and an AMD EPYC with AVX-512 sum a product in different
+orders, under one `get_cpu_capability()`. A reference holds on machines that match the key recorded
+beside it (`machine.json`: CPU vendor, torch's CPU capability, torch and MKL versions, the pinned
+settings); elsewhere the guard skips and names the field that differs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
 
 REFERENCE = Path(__file__).parent / "reference"
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = ROOT / "recipes"
+# the environment every case runs in: what decides its bytes besides the code and the machine's key
+PINNED = {"MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 _QUIET = ["log.progress=false", "log.tensorboard=false"]
 _TINY = ["model.precision=fp32", "model.threads=1", *_QUIET]
 
-# name -> (recipe, overrides). The tiny model's rewards are all 0, so its policy-gradient term is
-# empty: the variants turn on every other loss term (KL, entropy, value, hindsight NLL) and the
-# minibatch / epoch machinery. The calculator case is the real model with real reward spread.
+# name -> (recipe, overrides). The tiny model never solves a task, so in-process its rewards are all 0
+# and its policy-gradient term is empty: those variants turn on every other loss term (KL, entropy,
+# value, hindsight NLL) and the minibatch / epoch machinery. tiny_agent_reward has reward spread: an
+# agent program through the recording proxy rewards the parity of its first reply's token ids
+# (`tests/trainer/scored_agent.py`), and its clip range and MIS band (1e-6: the fp32 sampler-trainer
+# rounding gap) are narrow enough that tokens are clipped and masked; its agents run one at a time
+# (concurrent agents' requests are batched as they arrive, and the batch's shape moves the float
+# results). The calculator case is the real model with real reward spread.
 CASES: dict[str, tuple[str, list[str]]] = {
     "tiny": ("tiny.yaml", _TINY),
     "tiny_kl_entropy": ("tiny.yaml", [*_TINY, "eval.baselines=false", "rl.steps=3", "rl.algorithm.kl_coef=0.05",
@@ -41,6 +57,11 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                      "hindsight.teacher=demonstration", "hindsight.coef=0.5",
                                      "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1",
                                      "rl.tasks.sampler=pass_rate"]),
+    "tiny_agent_reward": ("tiny.yaml", [*_TINY, "rollout.agent=tests/trainer/scored_agent.py:run", "sft.examples=0",
+                                        "eval.baselines=false", "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
+                                        "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1",
+                                        "rl.optim.minibatches=2", "rl.optim.epochs=2", "rl.rollout_correction.mode=mis",
+                                        "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1"]),
     "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "rl.steps=2",
                                        "eval.tasks_per_split=8", "eval.batch_size=16",
                                        "log.trajectories_per_step=16", *_QUIET]),
@@ -91,11 +112,42 @@ def normalized(run_dir: Path) -> dict[str, str]:
 
 
 def machine() -> dict[str, str]:
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}
+    """What decides a case's bytes besides the code: the CPU's vendor (MKL's kernel choice), torch's
+    kernel set for it, the library versions, and the pinned settings."""
+    mkl = re.search(r"Math Kernel Library Version (\S+)", torch.__config__.show())
+    return {"cpu_vendor": _cpu_vendor(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch": torch.__version__, "mkl": mkl.group(1) if mkl else "none",
+            **{k.lower(): v for k, v in PINNED.items()}}
+
+
+def _cpu_vendor() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    found = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
+    return found.group(1) if found else "unknown"
+
+
+def mismatch(name: str) -> str | None:
+    """Why the reference of `name` cannot hold here (the key fields that differ), or None."""
+    recorded, here = recorded_machine(name) or {}, machine()
+    bad = [f"{k} {recorded.get(k)!r} there, {here.get(k)!r} here" for k in sorted(here.keys() | recorded.keys())
+           if recorded.get(k) != here.get(k)]
+    return f"reference recorded on another machine key ({'; '.join(bad)})" if bad else None
+
+
+def run_pinned(name: str, out_dir: Path) -> dict[str, str]:
+    """`run_case` in a fresh process with the `PINNED` environment; its normalized files."""
+    env = {**os.environ, **PINNED, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "tests.guard", "run", name, "--out", str(out_dir)], cwd=ROOT, env=env,
+                   check=True)
+    return json.loads((out_dir.parent / f"{name}.normalized.json").read_text())
 
 
 def run_case(name: str, out_dir: Path) -> dict[str, str]:
-    """Runs one case into `out_dir` and returns its normalized files."""
+    """Runs one case into `out_dir` in this process and returns its normalized files."""
     from agentic_rl.trainer.config import load_config
     from agentic_rl.trainer.loop import train
 
@@ -118,7 +170,7 @@ def _save_teacher(where: Path) -> None:
 
 
 def record(name: str, out_dir: Path) -> None:
-    files = run_case(name, out_dir)
+    files = run_pinned(name, out_dir)
     where = REFERENCE / name
     where.mkdir(parents=True, exist_ok=True)
     for old in where.rglob("*"):
