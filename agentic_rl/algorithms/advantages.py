@@ -72,7 +72,7 @@ def grpo_advantages(rewards_PG: torch.Tensor, eps: float = 1e-6) -> torch.Tensor
     std is the unbiased sample std (as in the paper's reference code and TRL). A group whose rewards
     are all equal gets advantage 0: it carries no signal.
     """
-    return group_centered(rewards_PG) / (SCALES.get("group")(rewards_PG) + eps)
+    return group_centered(rewards_PG) / SCALES.get("group")(rewards_PG, None, eps)
 
 
 @ADVANTAGES.register("dr_grpo")
@@ -94,6 +94,11 @@ def rloo_advantages(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = N
 
 
 @SCALES.register("group")
+def _group_scale(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """(P, 1) the group's std + eps: the divisor of GRPO's advantages."""
+    return _group_std(rewards_PG, exists_PG) + eps
+
+
 def _group_std(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
     """(P, 1) unbiased std within each group, over the members that exist (0 for fewer than 2)."""
     if exists_PG is None:
@@ -108,17 +113,18 @@ def _group_std(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) 
 
 
 @SCALES.register("batch")
-def _batch_std(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
-    """Unbiased std of every reward in the batch that exists (group mean, batch std: Liu et al. 2025,
-    "Part I: Tricks or Traps?"); one divisor for all groups keeps their relative weights."""
+def _batch_scale(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """Unbiased std of every reward in the batch that exists, + eps (group mean, batch std: Liu et al.
+    2025, "Part I: Tricks or Traps?"); one divisor for all groups keeps their relative weights."""
     r = rewards_PG.reshape(-1) if exists_PG is None else rewards_PG[exists_PG.bool()]
     if r.numel() < 2:
-        return torch.zeros((), dtype=rewards_PG.dtype)
-    return r.std()
+        return torch.full((), eps, dtype=rewards_PG.dtype)
+    return r.std() + eps
 
 
 @SCALES.register("none")
-def _no_scale(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None = None) -> torch.Tensor:
+def _no_scale(rewards_PG: torch.Tensor, exists_PG: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """1: no division (eps guards a std against 0; it has no business here)."""
     return torch.ones((), dtype=rewards_PG.dtype)
 
 
@@ -207,7 +213,7 @@ def _group_relative(x: AdvantageInputs, adv_PG: torch.Tensor) -> AdvantageOutput
 def grpo(x: AdvantageInputs) -> AdvantageOutputs:
     """GRPO: A_i = (r_i - mean_G r) / (s + eps), s = std of the group, of the batch, or 1 (`x.scale`)."""
     r = x.rewards_PG.to(torch.float32)
-    return _group_relative(x, group_centered(r, x.exists_PG) / (SCALES.get(x.scale)(r, x.exists_PG) + x.eps))
+    return _group_relative(x, group_centered(r, x.exists_PG) / SCALES.get(x.scale)(r, x.exists_PG, x.eps))
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")

@@ -86,6 +86,13 @@ def test_token_grpo_broadcasts_on_sampled_tokens_only():
     torch.testing.assert_close(_run("rloo").advantages_BT, expected / a, atol=1e-5, rtol=0)
 
 
+def test_grpo_with_scale_none_divides_by_nothing():
+    # scale "none" is Dr. GRPO exactly: r_i - mean_G r, with no eps in a divisor that is not a std
+    # ([1, 0] -> ±0.5, exact in float32; divided by 1 + 1e-6 it reads 0.4999995)
+    torch.testing.assert_close(_run("grpo", scale="none").advantages_BT, _run("dr_grpo").advantages_BT, atol=0, rtol=0)
+    assert _run("grpo", scale="none").advantages_BT[0, 1].item() == 0.5
+
+
 def test_grpo_batch_scale():
     # rewards [[1, 0], [1, 1]]: centred per group [0.5, -0.5], [0, 0];
     # batch std of [1, 0, 1, 1]: mean 0.75, unbiased var = (3 * 0.0625 + 0.5625) / 3 = 0.25 -> std 0.5
