@@ -69,16 +69,19 @@ class Scorer:
 
 @torch.no_grad()
 def kl_token_rewards(scorer: Scorer, groups: Sequence[TrajectoryGroup], alg: AlgorithmConfig) -> list[torch.Tensor]:
-    """-kl_coef * KL(behaviour || reference) per sampled token, per trajectory (the reward-penalty form
-    of the KL, as in PPO-RLHF). The behaviour logprobs are the sampler's; the reference's come from a
-    forward pass of the reference (with LoRA: the policy with adapters disabled)."""
+    """-kl_coef * KL(policy || reference) per sampled token, per trajectory (the reward-penalty form
+    of the KL, as in PPO-RLHF). Both logprobs are the trainer's, by forward passes before the update:
+    the policy's (not the sampler's, which may be stale, a bf16 copy or a served engine) and the
+    reference's (with LoRA: the policy with adapters disabled)."""
     ref = scorer.reference if scorer.reference is not None else scorer.policy
     out = []
     for group in groups:
         batch = make_batch(group.trajectories, scorer.pad_id).to(device_of(ref))
-        with autocast(scorer.precision, batch.input_ids.device), reference_context(ref):
-            ref_lp, _ = token_logprobs(ref, batch, scorer.temperature)
-        r = kl_penalty_rewards(batch.sampler_logprobs, ref_lp, batch.loss_mask, alg.kl_coef, alg.kl_estimator)
+        with autocast(scorer.precision, batch.input_ids.device):
+            policy_lp, _ = token_logprobs(scorer.policy, batch, scorer.temperature)
+            with reference_context(ref):
+                ref_lp, _ = token_logprobs(ref, batch, scorer.temperature)
+        r = kl_penalty_rewards(policy_lp, ref_lp, batch.loss_mask, alg.kl_coef, alg.kl_estimator)
         out += trajectory_rows(r, batch, group)
     return out
 

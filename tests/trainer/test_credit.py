@@ -25,20 +25,30 @@ def test_overlong_penalty_lowers_only_the_rewards_of_long_episodes(make_group):
     assert outcome_rewards([group], cfg.rl.algorithm, cfg.rollout.max_episode_tokens).tolist() == [[1.0, -0.5]]
 
 
-def test_kl_rewards_sit_on_sampled_tokens_and_equal_k1_of_a_full_forward(tiny, tokenizer, make_group):
+def test_kl_rewards_sit_on_sampled_tokens_and_equal_k1_of_the_trainers_full_forwards(tiny, tokenizer, make_group):
+    """The KL in the reward is the trainer's policy against the reference, not the sampler against it:
+    the episodes' sampler logprobs here are a stale engine's (-1.0 on every token), and change nothing."""
+    from agentic_rl.models.loader import tiny_model
+
     cfg = load_config("recipes/tiny.yaml", ["rl.algorithm.kl_coef=0.5", "rl.algorithm.kl_mode=reward", "rl.algorithm.kl_estimator=k1"])
     gen = torch.Generator().manual_seed(1)
     groups = [make_group(0, [1.0, 0.0, 0.0], gen)]
-    rewards = kl_token_rewards(Scorer(tiny, tokenizer.pad_token_id, "fp32", 1.0), groups, cfg.rl.algorithm)
+    reference = tiny_model(tokenizer, seed=3).eval()
+    rewards = kl_token_rewards(Scorer(tiny, tokenizer.pad_token_id, "fp32", 1.0, reference), groups, cfg.rl.algorithm)
+
+    def plain(model, ids):  # logprobs by a plain full-sequence forward, no prefix sharing or slicing
+        with torch.no_grad():
+            return torch.log_softmax(model(ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
+
     for t, r in zip(groups[0].trajectories, rewards):
         ids = torch.tensor([t.token_ids()])
-        with torch.no_grad():  # reference logprobs by a plain full-sequence forward, no prefix sharing
-            logp = torch.log_softmax(tiny(ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
         mask = torch.tensor(t.loss_mask(), dtype=torch.bool)
-        sampled = torch.tensor(t.sampled_logprobs())
-        expected = -0.5 * (sampled[1:] - logp)  # k1 = log pi_behaviour - log pi_ref
+        expected = -0.5 * (plain(tiny, ids) - plain(reference, ids))  # k1 = log pi_policy - log pi_ref
+        # 1e-4: two fp32 forwards of logprobs near -11 (ulp 9.5e-7) by different kernel paths
         torch.testing.assert_close(r[1:][mask[1:]], expected[mask[1:]], atol=1e-4, rtol=0)
         assert not r[~mask].any()
+        assert (expected[mask[1:]] - (-0.5 * (torch.tensor(t.sampled_logprobs())[1:] - plain(reference, ids)))[mask[1:]]
+                ).abs().max() > 1.0  # the sampler's logprobs would have given another reward
     adv = compute_advantages(groups, cfg.rl.algorithm, token_rewards=rewards)
     assert all(a.shape == r.shape for a, r in zip(adv, rewards))
 
