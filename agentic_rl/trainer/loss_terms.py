@@ -157,7 +157,8 @@ class HindsightTerm:
 
     def __call__(self, out: PolicyOutputs, batch: Batch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
         nll = -(out.logprobs * batch.loss_mask).sum() / norm
-        return self.coef * nll, UpdateStats(hindsight_nll=float(nll.detach()))
+        value = self.coef * nll
+        return value, UpdateStats(loss=float(value.detach()), hindsight_nll=float(nll.detach()))
 
 
 @dataclass(frozen=True)

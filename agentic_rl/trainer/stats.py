@@ -13,7 +13,7 @@ from agentic_rl.rollout.loop import RolloutStats
 
 @dataclass
 class UpdateStats:
-    loss: float = 0.0  # summed over micro-batches; a mean over optimizer steps in metrics()
+    loss: float = 0.0  # the objective optimized (every term, hindsight included), summed over micro-batches; a mean over optimizer steps in metrics()
     entropy: float = 0.0  # sums over trained tokens from here on
     kl: float = 0.0
     opd_kl: float = 0.0

@@ -387,3 +387,25 @@ def test_a_trajectory_whose_context_started_over_trains_each_context_as_its_own_
     got = model.lm_head.weight.detach() - before
     assert want.abs().max() > 0
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+
+
+def test_the_logged_loss_is_the_objective_optimized_hindsight_included(tokenizer, make_group):
+    """A step whose groups have no reward spread trains only its hindsight corrections: the logged
+    loss is coef x their token-mean NLL (by a plain forward), not 0 beside a non-zero gradient."""
+    from agentic_rl.models.loader import tiny_model
+
+    gen = torch.Generator().manual_seed(5)
+    groups = [make_group(0, [0.0, 0.0, 0.0], gen)]  # no spread: no policy-gradient rows
+    corrections = make_group(9, [1.0], gen).trajectories
+    cfg = load_config("recipes/tiny.yaml", ["hindsight.coef=0.5"])
+    model = tiny_model(tokenizer, seed=0).eval()
+    ids = torch.tensor([corrections[0].token_ids()])
+    mask = torch.tensor(corrections[0].loss_mask(), dtype=torch.bool)[1:]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1).gather(1, ids[0, 1:, None])[:, 0]
+    nll = -logp[mask].mean().item()
+    m = update(model, torch.optim.SGD(model.parameters(), lr=0.0), groups, cfg, tokenizer.pad_token_id,
+               corrections=corrections)
+    assert m["grad_norm"] > 0 and m["trained_tokens"] == 0
+    # 1e-4 relative: one fp32 forward of a ~10-nat NLL by two kernel paths
+    assert m["loss"] == pytest.approx(0.5 * nll, rel=1e-4) and m["hindsight_nll"] == pytest.approx(nll, rel=1e-4)
