@@ -128,6 +128,7 @@ def _check_path(path: str, flag: str) -> None:
 
 def _eval(args) -> int:
     from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.monitor.logger import readable, write_readable
     from agentic_rl.trainer.checks import check_config
     from agentic_rl.trainer.config import ConfigError, load_config, with_values
     from agentic_rl.trainer.evaluate import evaluate, load_task_file
@@ -146,8 +147,8 @@ def _eval(args) -> int:
     result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
     out = Path(args.out) if args.out else cfg.run_dir / f"eval_{Path(args.checkpoint).resolve().name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(json.dumps(_summary({"eval": result}), indent=2))
+    write_readable(out, result)
+    print(json.dumps(readable(_summary({"eval": result})), indent=2))
     print(f"wrote {out}")
     return 0
 

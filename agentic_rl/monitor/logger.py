@@ -141,3 +141,24 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+READABLE_DIGITS = 4  # an accuracy of n <= 5000 episodes rounded to 4 places still gives its count back
+
+
+def readable(obj: Any, digits: int = READABLE_DIGITS) -> Any:
+    """`obj` with every float rounded to `digits` places, for the files people read (eval.json): no
+    0.42000000000000004 from a sum of tenths. The raw numbers (metrics.jsonl, trajectories) keep
+    full precision."""
+    if isinstance(obj, float):
+        return round(obj, digits) if math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: readable(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [readable(v, digits) for v in obj]
+    return obj
+
+
+def write_readable(path: Path, obj: Any) -> None:
+    """`obj` as indented JSON at `path`, its floats `readable`."""
+    path.write_text(json.dumps(readable(obj), indent=2))

@@ -26,7 +26,7 @@ from agentic_rl.models import sharding
 from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
-from agentic_rl.monitor.logger import MetricsLogger, SilentLogger
+from agentic_rl.monitor.logger import MetricsLogger, SilentLogger, write_readable
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict
@@ -98,7 +98,7 @@ def _stages(run: Run, saved) -> dict:
         run.held_out("rl", step=cfg.rl.steps)
     logger.close()
     if run.world.main:
-        (cfg.run_dir / "eval.json").write_text(json.dumps(progress.results, indent=2))
+        write_readable(cfg.run_dir / "eval.json", progress.results)
         write_report(cfg.run_dir, tokenizer)
     store.wait()  # the last state, written while the model was evaluated
     return progress.results
@@ -224,6 +224,6 @@ def _graduate(run: Run, losses, evaluated=()) -> None:
     if cfg.sft.require_graduation and not report.graduated:
         run.logger.close()
         if run.world.main:
-            (cfg.run_dir / "eval.json").write_text(json.dumps(results, indent=2))
+            write_readable(cfg.run_dir / "eval.json", results)
         raise NotGraduated(f"SFT did not graduate, so RL does not start ({cfg.run_dir / 'graduation.json'}): "
                            f"{report.summary()}")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentic_rl.monitor.logger import MetricsLogger
+from agentic_rl.monitor.logger import MetricsLogger, readable, write_readable
 
 STEPS = [{"step": s, "stage": "rl", "reward_mean": 0.1 * s, "entropy": 1.0 / s, "note": "x"} for s in (1, 2, 3)]
 
@@ -54,3 +54,16 @@ def test_a_missing_backend_is_a_message(tmp_path, capsys, monkeypatch):
     logger.close()
     assert "wandb is not installed: `pip install wandb`" in capsys.readouterr().err
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_files_for_people_round_floats_and_keep_counts(tmp_path):
+    # 0.1 + 0.2 is 0.30000000000000004 in binary floating point; 6 / 7 = 0.857142857...
+    results = {"acc": 0.1 + 0.2, "by": {"t": {"n": 7, "accuracy": 6 / 7}}, "ci": [0.15000000000000002, 1.0],
+               "tokens": 8399, "nan": float("nan")}
+    write_readable(tmp_path / "eval.json", results)
+    text = (tmp_path / "eval.json").read_text()
+    assert "0.30000000000000004" not in text and "0.15000000000000002" not in text
+    back = json.loads(text)
+    assert back["acc"] == 0.3 and back["ci"] == [0.15, 1.0] and back["tokens"] == 8399
+    assert back["by"]["t"]["accuracy"] == 0.8571 and round(back["by"]["t"]["accuracy"] * 7) == 6  # the count survives
+    assert readable(float("inf")) == float("inf")

@@ -37,7 +37,8 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     # the per-template breakdown covers every task once and recombines to the split's accuracy
     kinds = split["accuracy_by_template"].values()
     assert sum(k["n"] for k in kinds) == 8
-    assert math.isclose(sum(k["n"] * k["accuracy"] for k in kinds) / 8, split["accuracy"], abs_tol=1e-12)
+    # (within 1e-4: eval.json rounds each accuracy to 4 places, so each is within 5e-5 of its count / n)
+    assert math.isclose(sum(k["n"] * k["accuracy"] for k in kinds) / 8, split["accuracy"], abs_tol=1e-4)
     # one failure is shown for each template with a wrong answer, and for no other
     failed = [f["template"] for f in split["failures"]]
     assert len(failed) == len(set(failed))
