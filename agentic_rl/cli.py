@@ -131,8 +131,9 @@ def _eval(args) -> int:
     from agentic_rl.monitor.logger import readable, write_readable
     from agentic_rl.trainer.checks import check_config
     from agentic_rl.trainer.config import ConfigError, load_config, with_values
+    from agentic_rl.trainer.distributed import World
     from agentic_rl.trainer.evaluate import evaluate, load_task_file
-    from agentic_rl.trainer.loop import prepare
+    from agentic_rl.trainer.loop import prepare, resolve_machine
 
     try:
         _check_path(args.checkpoint, "--checkpoint")
@@ -143,6 +144,8 @@ def _eval(args) -> int:
         tasks = load_task_file(args.tasks) if args.tasks else None  # a broken line fails before the model loads
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
         return _error(e)
+    cfg, machine = resolve_machine(cfg, World())
+    print(f"agentic-rl: eval {args.checkpoint}: {machine}", flush=True)
     model, tokenizer, spec = prepare(cfg)
     result = evaluate(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, spec, cfg, args.fewshot, "eval", tasks)
     out = Path(args.out) if args.out else cfg.run_dir / f"eval_{Path(args.checkpoint).resolve().name}.json"

@@ -3,17 +3,24 @@
 A CPU flag is not enough. Two Intel Xeons with the same `avx512_bf16` flag, both with torch 2.13:
 on one a bf16 matrix product ran about 5x faster than fp32, on the other 1.6-1.9x *slower* (bf16
 at about 160 GFLOPS against fp32 at 250-310, 64 to 2,048 rows; a held-out evaluation took 81 s in
-bf16 against 56 s in fp32, an SFT step 15.5 s against 10). So "auto" on a CPU with native bf16 times
-one product of the model's size in both dtypes, once a process, and takes bf16 only when it wins
-clearly; a near tie stays fp32, the exact one, so the choice does not flip between runs.
+bf16 against 56 s in fp32, an SFT step 15.5 s against 10). So "auto" on a CPU without native bf16 is
+fp32 at once; on one with it, a product of the model's size is timed in both dtypes, the two
+interleaved so a load that comes and goes weighs on both alike, and bf16 is taken only when it wins
+clearly (a near tie stays fp32, the exact one). A single probe of each, back to back, measured 0.99,
+1.28 and 1.40 on one loaded machine, on both sides of the bar; so the choice is measured once per
+machine, thread count and torch, and kept (`cache_root()/precision.json`): later runs read it. A run
+resolves "auto" at its start and writes the dtype it chose into its config.yaml (`trainer/loop.py`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -25,40 +32,89 @@ BF16_MIN_SPEEDUP = 1.25
 _PROBE_SHAPE = (256, 576, 1536)  # rows x hidden x MLP width: a SmolLM2-135M projection at a decode/train batch
 
 
-@functools.cache
-def cpu_has_native_bf16() -> bool:
+def _cpu_info() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            flags = f.read()
+            return f.read()
     except OSError:
-        return False
+        return ""
+
+
+@functools.cache
+def cpu_has_native_bf16() -> bool:
+    flags = _cpu_info()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def _seconds(dtype: torch.dtype, repeats: int = 5, inner: int = 8) -> float:
-    """Best time of `inner` products of _PROBE_SHAPE in `dtype`, over `repeats` tries."""
+def _products(dtype: torch.dtype, a: torch.Tensor, w: torch.Tensor, inner: int) -> float:
+    a, w = a.to(dtype), w.to(dtype)
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        a @ w.t()
+    return time.perf_counter() - t0
+
+
+def measure_bf16_speedup(rounds: int = 7, inner: int = 8) -> float:
+    """fp32 time / bf16 time of `inner` products of _PROBE_SHAPE: the best of `rounds` for each
+    dtype, the two dtypes taking turns round by round."""
     m, k, n = _PROBE_SHAPE
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(m, k, generator=gen).to(dtype)
-    w = torch.randn(n, k, generator=gen).to(dtype)
-    for _ in range(2):  # warm-up: kernel selection, page faults
-        a @ w.t()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            a @ w.t()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    a, w = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen)
+    for dtype in (torch.float32, torch.bfloat16):  # warm-up: kernel selection, page faults
+        _products(dtype, a, w, 2)
+    best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
+    for _ in range(rounds):
+        for dtype in best:
+            best[dtype] = min(best[dtype], _products(dtype, a, w, inner))
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+@dataclass(frozen=True)
+class CPUChoice:
+    """What "auto" means on this CPU: bf16 or not, the speed-up measured, and where it came from."""
+
+    bf16: bool
+    speedup: float  # fp32 time / bf16 time; 0.0 without native bf16
+    source: str  # "no native bf16" | "measured" | "cached"
+
+
+def _machine_key() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in _cpu_info().splitlines() if line.startswith("model name")),
+                 "unknown cpu")
+    return f"{model} | {torch.get_num_threads()} threads | torch {torch.__version__}"
+
+
+def _cache_file() -> Path:
+    from agentic_rl.models.loader import cache_root
+
+    return cache_root() / "precision.json"
 
 
 @functools.cache
-def cpu_bf16_speedup() -> float:
-    """fp32 time / bf16 time of one matrix product on this CPU (0.0 without native bf16). Measured
-    once a process, in about 50 ms."""
+def cpu_choice() -> CPUChoice:
+    """"auto" on this CPU, measured once per machine key and then read back (see the module doc)."""
     if not cpu_has_native_bf16():
-        return 0.0
-    return _seconds(torch.float32) / _seconds(torch.bfloat16)
+        return CPUChoice(False, 0.0, "no native bf16")
+    path, key = _cache_file(), _machine_key()
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known.get(key), (int, float)):
+        speedup = float(known[key])
+        return CPUChoice(speedup >= BF16_MIN_SPEEDUP, speedup, "cached")
+    speedup = measure_bf16_speedup()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**known, key: round(speedup, 3)}, indent=1))
+    except OSError:
+        pass  # a read-only home: measured again next run
+    return CPUChoice(speedup >= BF16_MIN_SPEEDUP, speedup, "measured")
+
+
+def cpu_bf16_speedup() -> float:
+    """fp32 time / bf16 time of one matrix product on this CPU (0.0 without native bf16)."""
+    return cpu_choice().speedup
 
 
 def _auto(device: torch.device) -> torch.dtype:
@@ -66,7 +122,7 @@ def _auto(device: torch.device) -> torch.dtype:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     if device.type == "cpu":
-        return torch.bfloat16 if cpu_bf16_speedup() >= BF16_MIN_SPEEDUP else torch.float32
+        return torch.bfloat16 if cpu_choice().bf16 else torch.float32
     return torch.float32
 
 
@@ -89,3 +145,19 @@ def autocast(precision: str, device: torch.device):
     if inference_dtype(precision, device) != torch.bfloat16:
         return nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def resolve(precision: str, device: torch.device) -> str:
+    """`model.precision` as the run will use it: "bf16" or "fp32" ("auto" decided for `device`)."""
+    return "bf16" if inference_dtype(precision, device) == torch.bfloat16 else "fp32"
+
+
+def describe(precision: str, device: torch.device) -> str:
+    """For the startup line: the dtype, and for "auto" on a CPU why it is that one."""
+    chosen = resolve(precision, device)
+    if precision != "auto" or torch.device(device).type != "cpu":
+        return chosen if precision != "auto" else f"{chosen} (auto)"
+    c = cpu_choice()
+    if c.source == "no native bf16":
+        return f"{chosen} (auto: no native bf16)"
+    return f"{chosen} (auto: bf16 {c.speedup:.2f}x fp32, {c.source}; bf16 needs {BF16_MIN_SPEEDUP}x)"

@@ -31,10 +31,10 @@ class ConfigError(ValueError):
 class ModelConfig:
     name: str = "smollm2"  # "smollm2" (packaged), "tiny", a local HF directory or a hub id
     device: str = "auto"  # auto | cpu | cuda | cuda:N (any torch device): auto = the first CUDA device when present
-    precision: str = "auto"  # auto | bf16 | fp32: auto = bf16 on CUDA, and on a CPU where a start-up product measures it faster
+    precision: str = "auto"  # auto | bf16 | fp32: auto = bf16 on CUDA, and on a CPU where a product measures it faster (once per machine)
     lora_rank: int = 0  # 0 = full fine-tune
     lora_alpha: int = 32
-    threads: int = 0  # torch threads; 0 = torch's default
+    threads: int = 0  # torch threads; 0 = auto: the cores other processes leave idle at the start (models/threads.py)
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
     # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,
     # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)

@@ -22,14 +22,16 @@ from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
 from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
-from agentic_rl.models import sharding
+from agentic_rl.models import precision, sharding
 from agentic_rl.models.checkpoint import save_checkpoint
+from agentic_rl.models.device import resolve_device
 from agentic_rl.models.loader import enable_gradient_checkpointing, load_model
 from agentic_rl.models.lora import apply_lora, is_lora, start_rl_adapter
+from agentic_rl.models.threads import ThreadChoice, auto_threads
 from agentic_rl.monitor.logger import MetricsLogger, SilentLogger, write_readable
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checks import check_config
-from agentic_rl.trainer.config import Config, ModelConfig, to_dict
+from agentic_rl.trainer.config import Config, ModelConfig, to_dict, with_values
 from agentic_rl.trainer.distributed import World, init_world
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
@@ -46,12 +48,17 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     """`resume`: "auto" (the latest state of this run, if any) or a state directory."""
     check_config(cfg)
     world = init_world(cfg.model.device)  # data-parallel under torchrun (`distributed.py`)
+    cfg, machine = resolve_machine(cfg, world)
     model, tokenizer, spec = prepare(cfg)  # first: a model that fails to load leaves the folder as it was
     sharded = world.size > 1 and cfg.model.parallel == "fsdp"
     store, saved = _open_states(cfg, resume, world, sharded)
     progress = saved.progress if saved else Progress(world_size=world.size, sharded=sharded)
+    if progress.machine:  # a resumed run goes on with the threads and dtype it started with
+        cfg, machine = _with_machine(cfg, progress.machine), f"{machine}; resumed with {progress.machine}"
+    progress.machine = {"threads": cfg.model.threads, "precision": cfg.model.precision}
     if world.main:
         (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        print(f"agentic-rl: {cfg.name}: {machine}; run folder {cfg.run_dir}", flush=True)
     if progress.rl_adapter:
         model = _rl_shape(model, cfg.model)
     if saved is not None:
@@ -122,6 +129,26 @@ def _open_states(cfg: Config, resume: str | None, world: World, sharded: bool) -
                          f"{'fsdp' if saved.progress.sharded else 'ddp'}; resume it with --set model.parallel="
                          f"{'fsdp' if saved.progress.sharded else 'ddp'}")
     return store, saved
+
+
+def resolve_machine(cfg: Config, world: World) -> tuple[Config, str]:
+    """The recipe with `model.threads: 0` and `model.precision: auto` resolved for this machine
+    (`models/threads.py`, `models/precision.py`; every rank takes rank 0's dtype), and the startup
+    line's account of them. The run's config.yaml holds the resolved values."""
+    m = cfg.model
+    threads = ThreadChoice(m.threads, "model.threads") if m.threads else auto_threads()
+    torch.set_num_threads(threads.count)
+    device = resolve_device(m.device)
+    dtype, why = precision.resolve(m.precision, device), precision.describe(m.precision, device)
+    if world.size > 1:
+        dtype = world.gather(dtype)[0]
+    cfg = _with_machine(cfg, {"threads": threads.count, "precision": dtype})
+    return cfg, f"{device}, {why}, {threads.count} torch thread{'s' * (threads.count > 1)} ({threads.why})"
+
+
+def _with_machine(cfg: Config, machine: dict) -> Config:
+    torch.set_num_threads(machine["threads"])
+    return with_values(cfg, {"model.threads": machine["threads"], "model.precision": machine["precision"]})
 
 
 def seed_everything(seed: int) -> None:

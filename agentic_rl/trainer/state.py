@@ -77,6 +77,7 @@ class Progress:
     sharded: bool = False  # the policy sharded over them (model.parallel: fsdp): the optimizer state is keyed by name
     bad_steps: int = 0  # consecutive RL steps skipped for a non-finite loss or gradient
     metric: float | None = None  # checkpoint.best_metric's value at this state
+    machine: dict = field(default_factory=dict)  # the threads and dtype the run resolved at its start (kept on resume)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """`precision: auto` follows a measurement, not a CPU flag: on one Xeon with avx512_bf16 a bf16
-product ran 5x faster than fp32, on another 1.7x slower."""
+product ran 5x faster than fp32, on another 1.7x slower. The measurement is made once per machine
+and kept, so the choice does not flip between runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def speedup(monkeypatch):
     def set_speedup(value: float) -> None:
-        monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: value)
+        choice = precision.CPUChoice(value >= precision.BF16_MIN_SPEEDUP, value, "measured")
+        monkeypatch.setattr(precision, "cpu_choice", lambda: choice)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
     return set_speedup
@@ -56,5 +58,34 @@ def test_auto_follows_the_device(monkeypatch):
 
 def test_the_probe_measures_both_dtypes():
     # a real measurement on this machine: positive and finite, whatever the hardware
-    ratio = precision._seconds(torch.float32, repeats=1, inner=1) / precision._seconds(torch.bfloat16, 1, 1)
-    assert 0 < ratio < float("inf")
+    assert 0 < precision.measure_bf16_speedup(rounds=1, inner=1) < float("inf")
+
+
+def test_the_probe_interleaves_the_dtypes(monkeypatch):
+    # a load that comes and goes must weigh on both dtypes alike: they take turns, round by round
+    order = []
+    monkeypatch.setattr(precision, "_products", lambda dtype, a, w, inner: order.append(dtype) or 1.0)
+    precision.measure_bf16_speedup(rounds=3)
+    assert order[2:] == [torch.float32, torch.bfloat16] * 3  # after one warm-up of each
+
+
+def test_the_choice_is_measured_once_per_machine_and_then_read_back(monkeypatch, tmp_path):
+    """A second run on the machine reads the first run's measurement instead of probing again, so a
+    probe that would now read 0.9 on a loaded machine does not flip the dtype."""
+    readings = iter([1.4, 0.9, 1.0])
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "measure_bf16_speedup", lambda: next(readings))
+    monkeypatch.setattr(precision, "_cache_file", lambda: tmp_path / "precision.json")
+    precision.cpu_choice.cache_clear()
+    try:
+        first = precision.cpu_choice()
+        precision.cpu_choice.cache_clear()  # a new process
+        second = precision.cpu_choice()
+    finally:
+        precision.cpu_choice.cache_clear()
+    assert (first.bf16, first.source) == (True, "measured")
+    assert (second.bf16, second.speedup, second.source) == (True, 1.4, "cached")
+    assert next(readings) == 0.9  # never asked for
+    monkeypatch.setattr(precision, "_machine_key", lambda: "another cpu | 1 threads | torch x")
+    assert precision.cpu_choice().source == "measured"  # another machine key measures for itself
+    precision.cpu_choice.cache_clear()

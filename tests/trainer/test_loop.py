@@ -1,0 +1,29 @@
+"""`train()`'s start: the recipe's `model.threads: 0` and `model.precision: auto` resolved for this
+machine, written into the run's config and said in the startup line."""
+
+from __future__ import annotations
+
+import torch
+
+from agentic_rl.models import precision
+from agentic_rl.models.threads import ThreadChoice
+from agentic_rl.trainer import loop
+from agentic_rl.trainer.config import load_config
+from agentic_rl.trainer.distributed import World
+
+
+def test_auto_threads_and_precision_are_resolved_into_the_config(monkeypatch):
+    monkeypatch.setattr(loop, "auto_threads", lambda: ThreadChoice(1, "2 cores, 1.0 busy elsewhere"))
+    monkeypatch.setattr(precision, "cpu_choice", lambda: precision.CPUChoice(True, 1.41, "cached"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    threads_before = torch.get_num_threads()
+    try:
+        cfg, line = loop.resolve_machine(load_config("recipes/tiny.yaml", ["model.threads=0", "model.precision=auto"]),
+                                         World())
+        assert (cfg.model.threads, cfg.model.precision) == (1, "bf16") and torch.get_num_threads() == 1
+        assert line == "cpu, bf16 (auto: bf16 1.41x fp32, cached; bf16 needs 1.25x), 1 torch thread (2 cores, 1.0 busy elsewhere)"
+        cfg, line = loop.resolve_machine(load_config("recipes/tiny.yaml", ["model.threads=1", "model.precision=fp32"]),
+                                         World())
+        assert (cfg.model.threads, cfg.model.precision) == (1, "fp32") and line.endswith("fp32, 1 torch thread (model.threads)")
+    finally:
+        torch.set_num_threads(threads_before)
