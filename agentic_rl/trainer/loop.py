@@ -66,6 +66,8 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     logger = (MetricsLogger(cfg.run_dir, cfg.log.tensorboard, cfg.log.mlflow, cfg.log.wandb, cfg.name, to_dict(cfg))
               if world.main else SilentLogger())
     logger.global_step = progress.logger_step
+    if saved is None:  # the threads and dtype the run resolved (a resumed run keeps them)
+        logger.log({"step": 0, "stage": "event", "event": "machine", **progress.machine})
     engine = _engine(model, tokenizer, cfg, progress.engine_version)
     if sharded:
         sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built

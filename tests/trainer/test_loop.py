@@ -27,3 +27,15 @@ def test_auto_threads_and_precision_are_resolved_into_the_config(monkeypatch):
         assert (cfg.model.threads, cfg.model.precision) == (1, "fp32") and line.endswith("fp32, 1 torch thread (model.threads)")
     finally:
         torch.set_num_threads(threads_before)
+
+
+def test_the_run_logs_what_it_resolved(tmp_path):
+    import json
+
+    from agentic_rl.trainer.loop import train
+
+    train(load_config("recipes/tiny.yaml", ["rl.steps=0", "sft.examples=0", "eval.baselines=false",
+                                            "eval.tasks_per_split=1", f"output_dir={tmp_path}"]))
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0] == {"step": 0, "stage": "event", "event": "machine", "threads": 1, "precision": "fp32"}
+    assert "precision: fp32" in (tmp_path / "config.yaml").read_text()
