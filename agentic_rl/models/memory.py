@@ -29,6 +29,7 @@ torch and transformers imported holds 0.23 GiB). The run logs its measured peak 
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from dataclasses import dataclass
@@ -121,6 +122,15 @@ def available_bytes(device: torch.device | None = None) -> float | None:
     except OSError:
         pass
     return None
+
+
+def rss_gb() -> float:
+    """The process's resident memory now (/proc/self/statm; the peak where that is not readable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / GB
+    except (OSError, ValueError, IndexError):
+        return peak_rss_gb()
 
 
 def peak_rss_gb() -> float:

@@ -23,7 +23,7 @@ from agentic_rl.algorithms.filters import keep_top_spread
 from agentic_rl.data.curriculum import TaskSampler
 from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.spec import EnvSpec
-from agentic_rl.models.memory import peak_rss_gb
+from agentic_rl.models.memory import peak_rss_gb, rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
@@ -140,7 +140,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
                            credit.advantages[:k], step)
     record = StepRecord(step, rollout_row, update_row, produced.sampler_metrics, version,
                         run.optimizer.param_groups[0]["lr"], stats, time.perf_counter() - t0,
-                        len(sampled), len(groups), peak_rss_gb())
+                        len(sampled), len(groups), peak_rss_gb(), rss_gb())
     run.logger.log(record.row())
     return record
 

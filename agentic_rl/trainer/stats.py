@@ -111,6 +111,7 @@ class StepRecord:
     groups_sampled: int
     groups_kept: int
     peak_rss_gb: float
+    rss_gb: float  # resident memory at the step's end (the peak only grows; this shows what stays)
 
     def row(self) -> dict:
         return {"step": self.step, "stage": "rl", **self.rollout, **self.update, **self.sampler,
@@ -118,4 +119,4 @@ class StepRecord:
                 "time_step_s": self.seconds,
                 "tokens_per_s_rollout": self.rollout_stats.generated_tokens / max(self.rollout_stats.seconds, 1e-9),
                 "groups_sampled": self.groups_sampled, "groups_kept": self.groups_kept,
-                "mem_peak_rss_gb": self.peak_rss_gb}
+                "mem_peak_rss_gb": self.peak_rss_gb, "mem_rss_gb": self.rss_gb}
