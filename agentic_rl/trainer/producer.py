@@ -18,6 +18,14 @@ for every batch up to s + k (`before_sync`), so batch s is always sampled by ste
 weights and a run at k = 1 is as reproducible as a synchronous one. Partial rollouts are not
 done: an episode finishes under the weights it started with.
 
+A rollback after step r (`discard(r)`) changes the weights out of turn: the batches produced for
+the steps after r were sampled by the weights rolled back from, so they are dropped and produced
+again from the same tasks (the task sampler goes back to its state before the first). The schedule
+then restarts from r: batch s > r is sampled by the weights of step max(s - 1 - k, r), so nothing
+starts before step r is over, and the producer is idle through its evaluation and checkpoint as
+after any sync. The producer thread lives until `close()`, so a rollback in the last k steps, when
+every batch has been produced, still has a thread to produce them again.
+
 A state checkpoint after step s holds the batches already produced for the steps after it (every
 one that started before step s's sync, so ended: the sync waited for it) and the task sampler as it
 was after the last of them; a resumed run puts them back and produces the rest from there, with the
@@ -65,6 +73,7 @@ class Producer:
         self._next = max([first - 1, *self._ready]) + 1  # the next step to produce
         self._done = self._next - 1  # the last step produced
         self._before: dict[int, dict] = {}  # the task sampler before each batch (for `discard`)
+        self._floor = 0  # the last step whose weights changed out of turn: no batch is sampled by older ones
         self._busy = False
         self._error: BaseException | None = None
         self._stop = False
@@ -108,11 +117,14 @@ class Producer:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
             return dict(self._ready)
 
-    def discard(self) -> None:
-        """Drop the batches not yet taken (the weights changed out of turn — a rollback — so they
-        would train staler than the bound allows) and produce them again from the same tasks."""
+    def discard(self, step: int) -> None:
+        """Step `step` changed the weights out of turn (a rollback): drop the batches not yet taken
+        (sampled by the weights rolled back from, they would train staler than the bound allows) and
+        produce them again from the same tasks, by the weights of step `step` on: none starts before
+        `synced(step)`."""
         with self._cond:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
+            self._floor = step
             if self._ready:
                 first = min(self._ready)
                 if first in self._before:
@@ -120,6 +132,7 @@ class Producer:
                 self._next, self._done = first, first - 1
                 self._ready.clear()
                 self._before.clear()
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:
@@ -139,11 +152,12 @@ class Producer:
                 self._cond.notify_all()
 
     def _next_batch(self) -> bool:
-        """Wait until the next batch may start, produce it; False when there is none left."""
+        """Wait until the next batch may start, produce it; False once `close()` is called. With
+        every batch produced the thread waits on: a rollback may ask for the last ones again."""
         t0 = time.perf_counter()
         with self._cond:
-            self._cond.wait_for(lambda: self._stop or self._next > self.last or self._synced >= self._next - 1 - self.k)
-            if self._stop or self._next > self.last:
+            self._cond.wait_for(lambda: self._stop or (self._next <= self.last and self._may_start(self._next)))
+            if self._stop:
                 return False
             step, self._busy = self._next, True
             self._next += 1
@@ -157,3 +171,7 @@ class Producer:
             self._ready[step], self._done, self._busy = batch, step, False
             self._cond.notify_all()
         return True
+
+    def _may_start(self, step: int) -> bool:
+        """The sampler holds the weights batch `step` is sampled by: step max(step - 1 - k, floor)'s."""
+        return self._synced >= max(step - 1 - self.k, self._floor)

@@ -198,7 +198,7 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
     if weights_changed:
         with run.producer.engine_lock:
             checked_sync(run.engine, run.model, run.probe)
-        run.producer.discard()  # batches sampled by the weights rolled back from: produced again
+        run.producer.discard(record.step)  # batches sampled by the weights rolled back from: produced again
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})
     return cfg

@@ -9,7 +9,10 @@ two weight versions even when a sync is asked for while a batch is being produce
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
+import traceback
 
 import pytest
 
@@ -94,23 +97,76 @@ def test_k0_never_overlaps(tmp_path, monkeypatch):
     assert len(batches) == len(updates) == 4 and not _overlaps(batches, updates)
 
 
-def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path, monkeypatch):
-    """A rollback after step 2 (k = 1) changes the weights out of turn: step 3's batch, sampled by
-    step 1's weights, would train two versions stale. It is dropped and produced again from the
-    same tasks by the restored weights, and the run goes on within the bound."""
+def _within(seconds: float, fn):
+    """fn() on a thread of its own, failed with the threads' stacks if it has not returned in time."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - raised again on the test's thread
+            out["error"] = e
+    t = threading.Thread(target=target, name="test-run", daemon=True)  # a hung run must not keep pytest alive
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        stacks = {th.name: "".join(traceback.format_stack(sys._current_frames()[th.ident]))
+                  for th in threading.enumerate() if th.ident in sys._current_frames()}
+        pytest.fail(f"the run hung (over {seconds} s):\n" + "\n".join(f"--- {n}\n{s}" for n, s in stacks.items()))
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+# A run cut to what a rollback needs (no SFT, short actions, groups of 2): ~4 s here, ~8 s with the
+# cores shared. 60 s is far beyond that spread and short enough that a hang fails the suite rather
+# than stalling it.
+HANG_S = 60.0
+SHORT = ("sft.examples=0", "rollout.max_new_tokens=8", "rl.tasks.group_size=2", "eval.tasks_per_split=1")
+
+
+@pytest.mark.parametrize("k, at", [(k, at) for k in (1, 2) for at in (2, 3, 4)])
+def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path, monkeypatch, k, at):
+    """A rollback after step `at` changes the weights out of turn: the batches already produced for
+    the steps after it (up to k of them), sampled by the weights rolled back from, would train too
+    stale. They are dropped and produced again from the same tasks by the restored weights, and the
+    run goes on within the bound to its last step, wherever the rollback falls (at the last k steps
+    the producer has made every batch it was going to). Step 1 is no position: a rollback returns
+    to the last quiet step, and there is none before it.
+
+    The schedule restarts from the rollback: batch s > at is sampled by the weights of step
+    max(s - 1 - k, at), one sync later than the plain schedule's for the rollback's own sync, so
+    its staleness is min(s - 1 - at, k); before it, min(s - 1, k). Nothing is produced again before
+    step `at` is over (`synced`): its checkpoint must find the producer idle."""
     from agentic_rl.monitor.collapse import CollapseMonitor
     from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer.producer import Producer
 
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
-        {"event": "collapse_warning", "evidence": {}} if row["step"] == 2 else None))
-    tasks, collect = [], rl_loop.collect
+        {"event": "collapse_warning", "evidence": {}} if row["step"] == at else None))
+    tasks, order, collect, synced = [], [], rl_loop.collect, Producer.synced
 
     def recording(run, seed):
+        order.append(("batch", seed))
         kept, sampled, stats = collect(run, seed)
-        tasks.append([g.task.id for g in sampled])
+        tasks.append((seed, [g.task.id for g in sampled]))
         return kept, sampled, stats
+
+    def recording_synced(self, step):
+        order.append(("synced", step))
+        return synced(self, step)
     monkeypatch.setattr(rl_loop, "collect", recording)
-    rows = _run(tmp_path, "rl.max_staleness=1", "rl.collapse.actions=[rollback]")
-    assert [r["staleness"] for r in _steps(rows)] == [0, 1, 0, 1]
-    assert len(tasks) == 5 and tasks[3] == tasks[2]  # step 3's batch, produced twice from the same tasks
-    assert any(r.get("event") == "remediation" and r.get("action") == "rollback" for r in rows)
+    monkeypatch.setattr(Producer, "synced", recording_synced)
+    rows = _within(HANG_S, lambda: _run(tmp_path, f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]", *SHORT))
+    want = [min(s - 1, k) if s <= at else min(s - 1 - at, k) for s in range(1, 5)]
+    assert [r["staleness"] for r in _steps(rows)] == want
+    assert [r["step"] for r in rows if r.get("action") == "rollback"] == [at]
+    again = range(at + 1, min(at + k, 4) + 1)  # the batches that were ahead: produced twice
+    seeds = [seed for seed, _ in tasks]
+    assert len(tasks) == 4 + len(again)
+    for s in again:
+        first, second = (i for i, seed in enumerate(seeds) if seed == seeds[s - 1])
+        assert tasks[first] == tasks[second]  # the same step's seed and the same tasks
+    if len(again):
+        redone = [i for i, e in enumerate(order) if e == ("batch", seeds[at])][1]  # step at + 1's second batch
+        assert order.index(("synced", at)) < redone
