@@ -20,16 +20,17 @@ done: an episode finishes under the weights it started with.
 
 A rollback after step r (`discard(r)`) changes the weights out of turn: the batches produced for
 the steps after r were sampled by the weights rolled back from, so they are dropped and produced
-again from the same tasks (the task sampler goes back to its state before the first). The schedule
+again from the same tasks (each batch carries the task sampler's state before it). The schedule
 then restarts from r: batch s > r is sampled by the weights of step max(s - 1 - k, r), so nothing
 starts before step r is over, and the producer is idle through its evaluation and checkpoint as
 after any sync. The producer thread lives until `close()`, so a rollback in the last k steps, when
 every batch has been produced, still has a thread to produce them again.
 
 A state checkpoint after step s holds the batches already produced for the steps after it (every
-one that started before step s's sync, so ended: the sync waited for it) and the task sampler as it
-was after the last of them; a resumed run puts them back and produces the rest from there, with the
-checkpoint's weights — those the producer would have used — so it equals the run never stopped.
+one that started before step s's sync, so ended: the sync waited for it), each with the task
+sampler's state before it, and the task sampler as it was after the last of them; a resumed run puts
+them back and produces the rest from there, with the checkpoint's weights — those the producer would
+have used — so it equals the run never stopped, a rollback after the resume included.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Produced:
     stats: RolloutStats
     version: int  # the sampler's weight version: every token of the batch
     sampler_metrics: dict[str, float]  # the task sampler's figures after this batch
+    sampler_before: dict  # the task sampler's state before this batch: a rollback draws the same tasks again
     waited_s: float = 0.0  # how long the producer waited for the weights it needed
 
 
@@ -72,7 +74,6 @@ class Producer:
         self._ready: dict[int, Produced] = dict(restored or {})
         self._next = max([first - 1, *self._ready]) + 1  # the next step to produce
         self._done = self._next - 1  # the last step produced
-        self._before: dict[int, dict] = {}  # the task sampler before each batch (for `discard`)
         self._floor = 0  # the last step whose weights changed out of turn: no batch is sampled by older ones
         self._busy = False
         self._error: BaseException | None = None
@@ -92,7 +93,6 @@ class Producer:
             self._cond.wait_for(lambda: step in self._ready or self._error is not None)
             if step not in self._ready:
                 raise self._error
-            self._before.pop(step, None)
             return self._ready.pop(step), time.perf_counter() - t0
 
     def before_sync(self, step: int) -> None:
@@ -127,11 +127,9 @@ class Producer:
             self._floor = step
             if self._ready:
                 first = min(self._ready)
-                if first in self._before:
-                    self.run.sampler.load_state_dict(self._before[first])
+                self.run.sampler.load_state_dict(self._ready[first].sampler_before)
                 self._next, self._done = first, first - 1
                 self._ready.clear()
-                self._before.clear()
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -161,12 +159,12 @@ class Producer:
                 return False
             step, self._busy = self._next, True
             self._next += 1
-            self._before[step] = self.run.sampler.state_dict()
+            before = self.run.sampler.state_dict()
         waited = time.perf_counter() - t0
         with self.engine_lock:
             version = self.run.engine.version
             kept, sampled, stats = self.collect(step)
-            batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), waited)
+            batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), before, waited)
         with self._cond:
             self._ready[step], self._done, self._busy = batch, step, False
             self._cond.notify_all()

@@ -9,8 +9,9 @@ what it follows (`0003-rl-step2`), holding:
   counters, and the metric value for best-by-metric retention;
 - `model.pt` (the policy's full state dict, LoRA adapters included; absent while the weights are still
   the ones `prepare()` loads), `optimizer.pt`, `critic.pt`;
-- `extras.pt`: RNG states (Python, NumPy, torch), the task sampler, the collapse monitor and the last
-  healthy weights of the rollback remediation;
+- `extras.pt`: RNG states (Python, NumPy, torch), the task sampler, the collapse monitor, the last
+  healthy weights of the rollback remediation and the batches produced for the steps ahead
+  (`producer.py`);
 - `config.yaml`: the resolved config of the run.
 
 Writes are atomic: the directory is assembled under a temporary name and renamed into place, so a

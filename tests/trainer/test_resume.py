@@ -34,13 +34,19 @@ ARGS = ["--set", "rl.steps=4", "--set", "log.progress=false", "--set", "eval.tas
         "--set", "sft.batch_size=4", "--set", "checkpoint.sft_every=1"]  # 4 SFT steps, a state after each
 
 
-def _cmd(out: Path, resume: bool, extra: tuple[str, ...] = ()) -> list[str]:
-    cmd = [sys.executable, "-m", "agentic_rl.cli", "train", "recipes/tiny.yaml", *ARGS, *extra, "--set", f"output_dir={out}"]
+CLI = "agentic_rl.cli"
+# A tiny run takes 10-20 s here; a run still going after this long has hung.
+HANG_S = 300
+
+
+def _cmd(out: Path, resume: bool, extra: tuple[str, ...] = (), cli: str = CLI) -> list[str]:
+    cmd = [sys.executable, "-m", cli, "train", "recipes/tiny.yaml", *ARGS, *extra, "--set", f"output_dir={out}"]
     return cmd + (["--resume"] if resume else [])
 
 
-def _run(out: Path, resume: bool = False, env: dict | None = None, extra: tuple[str, ...] = ()) -> int:
-    proc = subprocess.run(_cmd(out, resume, extra), cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+def _run(out: Path, resume: bool = False, env: dict | None = None, extra: tuple[str, ...] = (), cli: str = CLI) -> int:
+    proc = subprocess.run(_cmd(out, resume, extra, cli), cwd=ROOT, env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=HANG_S)
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(proc.stderr[-3000:])
     return proc.returncode
@@ -182,3 +188,57 @@ def test_resume_with_batches_in_flight_after_random_sigkill(reference_async, tmp
     _kill_after_lines(out, rng.randrange(0, n), rng.uniform(0, 2), extra=ASYNC)
     assert _run(out, resume=True, extra=ASYNC) == 0
     _assert_same_run(reference_async, out)
+
+
+# k = 2 and a rollback after RL step 2 (the collapse monitor made to warn there: `collapse_cli.py`);
+# no baselines and 8-token actions, as this run is started several times
+ROLLBACK = ("--set", "rl.max_staleness=2", "--set", "rl.collapse.actions=[rollback]", "--set", "eval.baselines=false",
+            "--set", "rollout.max_new_tokens=8")
+ROLLBACK_AT = {"AGENTIC_RL_TEST_WARN_AT": "2"}
+COLLAPSE_CLI = "tests.trainer.collapse_cli"
+
+
+@pytest.fixture(scope="module")
+def reference_rollback(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reference_rollback") / "run"
+    assert _run(out, env=ROLLBACK_AT, extra=ROLLBACK, cli=COLLAPSE_CLI) == 0
+    return out
+
+
+# The batches in flight in the state after each RL step of that run (k = 2: the next two steps',
+# but the rollback after step 2 empties its state: nothing is produced again before the step is over)
+IN_FLIGHT = {1: [2, 3], 2: [], 3: [4]}
+
+
+def _kill_mid_rl_state(out: Path, step: int, resumed_from: int | None) -> None:
+    """Kill the run mid-way through its state after RL step `step` (after the state's first file):
+    a fresh run writes its RL states' files from the 8th on (see
+    test_resume_after_sigkill_mid_checkpoint_write), a run resumed from RL step i's state (0: the
+    SFT stage's) from the 1st, three a state (model, optimizer, critic)."""
+    nth = 8 + 3 * (step - 1) if resumed_from is None else 1 + 3 * (step - 1 - resumed_from)
+    env = {**ROLLBACK_AT, "AGENTIC_RL_FAILPOINT": f"state.mid_write:{nth}"}
+    assert _run(out, resume=resumed_from is not None, env=env, extra=ROLLBACK, cli=COLLAPSE_CLI) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("kills", [pytest.param([2, 3], id="around-the-rollback"),
+                                   pytest.param([1, 2, 3, 4], id="every-rl-state", marks=pytest.mark.slow)])
+def test_resume_around_a_rollback_with_batches_in_flight(reference_rollback, tmp_path, kills):
+    """At k = 2 with a rollback after step 2, killed mid-way through RL states and resumed each time,
+    the run ends equal to the one never interrupted. Killed in the state after step 2, it resumes
+    from step 1's, which holds the batches of steps 2 and 3; the rollback then drops step 3's
+    (restored, not produced by this process) and draws its tasks again from the sampler's state
+    before it, which the state holds with the batch. Killed in the state after step 3, it resumes
+    from step 2's, written after the rollback. In CI the two kills around the rollback; every RL
+    state in `make test-slow`."""
+    out, states = tmp_path / "run", tmp_path / "run" / "checkpoints" / "state"
+    resumed_from = None
+    for step in kills:
+        _kill_mid_rl_state(out, step, resumed_from)
+        last = sorted(p for p in states.iterdir() if p.name[:4].isdigit())[-1]
+        assert last.name.endswith(f"rl-step{step - 1}" if step > 1 else "sft")
+        if step > 1:
+            assert sorted(torch.load(last / "extras.pt", weights_only=False)["in_flight"]) == IN_FLIGHT[step - 1]
+        resumed_from = step - 1
+    assert _run(out, resume=True, env=ROLLBACK_AT, extra=ROLLBACK, cli=COLLAPSE_CLI) == 0
+    assert [r["step"] for r in _metrics(out) if r.get("rolled_back")] == [2]
+    _assert_same_run(reference_rollback, out)
