@@ -83,10 +83,53 @@ def _overlaps(batches, updates) -> list:
 
 
 def test_rollouts_overlap_updates_and_never_mix_versions(tmp_path, monkeypatch):
+    """At k = 1 some batch is rolled out while an update runs, and no rollout session sees two weight
+    versions, even with a sync forced into the middle of a batch: step 2's sync skips its wait for
+    batch 3 (`before_sync`) and goes ahead once batch 3's first action is sampled, and that session
+    then waits up to 1 s for the sync before it goes on. The engine lock holds the sync until the
+    batch is over, so the session ends on the version it started with; without the lock the sync
+    lands inside it."""
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer.producer import Producer
+
     batches, updates, sessions = _record_intervals(monkeypatch)
-    _run(tmp_path, "rl.max_staleness=1")
-    assert len(batches) == len(updates) == 4
+    calls, mid_batch, sync_asked, synced = [], threading.Event(), threading.Event(), threading.Event()
+    collect, session_run, before_sync, sync_weights = rl_loop.collect, HFSession.run, Producer.before_sync, \
+        HFEngine.sync_weights
+
+    def counted(run, seed):
+        calls.append(seed)  # the n-th batch is step n's: no rollback here
+        return collect(run, seed)
+
+    def forcing_run(self, prompts, params, on_stop, *args, **kwargs):
+        def stop(row, sample):
+            if len(calls) == 3 and not mid_batch.is_set():  # batch 3, its first action sampled
+                mid_batch.set()
+                assert sync_asked.wait(30)  # the trainer is at step 2's sync
+                synced.wait(1.0)  # held by the engine lock: times out
+            return on_stop(row, sample)
+        return session_run(self, prompts, params, stop, *args, **kwargs)
+
+    def forced_before_sync(self, step):
+        if step != 2:
+            return before_sync(self, step)
+        sync_asked.set()
+        assert mid_batch.wait(30)
+
+    def recorded_sync(self):
+        out = sync_weights(self)
+        if mid_batch.is_set():
+            synced.set()
+        return out
+    monkeypatch.setattr(rl_loop, "collect", counted)
+    monkeypatch.setattr(HFSession, "run", forcing_run)
+    monkeypatch.setattr(Producer, "before_sync", forced_before_sync)
+    monkeypatch.setattr(HFEngine, "sync_weights", recorded_sync)
+    rows = _run(tmp_path, "rl.max_staleness=1")
+    assert len(batches) == len(updates) == 4 and mid_batch.is_set() and synced.is_set()
     assert sessions and all(v0 == v1 for v0, v1 in sessions)  # one version from a session's start to its end
+    assert [r["staleness"] for r in _steps(rows)] == [0, 1, 1, 1]  # batch 3 wholly step 1's
     assert _overlaps(batches, updates)  # some batch was rolled out while an update ran
 
 
