@@ -8,6 +8,7 @@ the valid values (third-party entries from installed packages are loaded here, e
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS, SCALES
@@ -67,6 +68,7 @@ def check_config(cfg: Config) -> None:
     _check_splits(cfg)
     _check_distill(cfg.distill)
     _check_rollout(cfg)
+    _check_staleness(cfg)
     _check_parallel(cfg)
     _check_agent(cfg)
     teacher = cfg.hindsight.teacher
@@ -195,6 +197,16 @@ def _check_rollout(cfg: Config) -> None:
         import ray  # noqa: F401
     except ImportError:
         raise ConfigError("rollout.workers needs Ray: pip install 'agentic-rl[ray]'") from None
+
+
+def _check_staleness(cfg: Config) -> None:
+    """Batches produced ahead are sampled by weights up to k versions older than those they train;
+    the rollout correction is what reweights them. Without it the run trains, but a warning says so."""
+    rl = cfg.rl
+    if rl.max_staleness > 0 and rl.rollout_correction.mode == "none":
+        warnings.warn(f"rl.max_staleness: {rl.max_staleness} with rl.rollout_correction.mode: none: batches up to "
+                      f"{rl.max_staleness} versions stale train as if the weights they update had sampled them; "
+                      "use rl.rollout_correction.mode: tis (the default) or mis", UserWarning, stacklevel=3)
 
 
 def _check_env(env: EnvConfig) -> None:

@@ -13,11 +13,13 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 import pytest
 
 from agentic_rl.engines.hf import HFSession
 from agentic_rl.trainer import update
+from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.loop import train
 
@@ -213,3 +215,17 @@ def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path,
     if len(again):
         redone = [i for i, e in enumerate(order) if e == ("batch", seeds[at])][1]  # step at + 1's second batch
         assert order.index(("synced", at)) < redone
+
+
+def test_stale_batches_without_the_rollout_correction_are_warned_at_the_recipe_check():
+    """k > 0 with rl.rollout_correction.mode: none trains stale batches uncorrected: the recipe check
+    warns (the run is allowed). Either alone is quiet: k = 0 has nothing stale, and the default
+    correction corrects."""
+    def warned(*overrides) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_config(load_config("recipes/tiny.yaml", list(overrides)))
+        return [str(w.message) for w in caught if "rl.max_staleness" in str(w.message)]
+    assert len(warned("rl.max_staleness=2", "rl.rollout_correction.mode=none")) == 1
+    assert "2 versions stale" in warned("rl.max_staleness=2", "rl.rollout_correction.mode=none")[0]
+    assert warned("rl.max_staleness=2") == warned("rl.rollout_correction.mode=none") == []
