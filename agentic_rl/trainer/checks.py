@@ -199,6 +199,11 @@ def _check_rollout(cfg: Config) -> None:
         raise ConfigError("rollout.workers needs Ray: pip install 'agentic-rl[ray]'") from None
 
 
+# geo_mask's band below this at k > 0 warns: the main job's per-token sampler-trainer gap measured
+# 0.0064 nats at k = 0 (bf16), 0.014 at k = 1 and 0.022 at k = 2 (benchmarks/results/async_2026-11-28/)
+GEO_BAND_STALE = 0.05
+
+
 def _check_staleness(cfg: Config) -> None:
     """Batches produced ahead are sampled by weights up to k versions older than those they train;
     the rollout correction is what reweights them. Without it the run trains, but a warning says so."""
@@ -207,6 +212,13 @@ def _check_staleness(cfg: Config) -> None:
         warnings.warn(f"rl.max_staleness: {rl.max_staleness} with rl.rollout_correction.mode: none: batches up to "
                       f"{rl.max_staleness} versions stale train as if the weights they update had sampled them; "
                       "use rl.rollout_correction.mode: tis (the default) or mis", UserWarning, stacklevel=3)
+    c = rl.rollout_correction
+    if rl.max_staleness > 0 and c.mode == "geo_mask" and c.geo_band < GEO_BAND_STALE:
+        warnings.warn(f"rl.rollout_correction.geo_band: {c.geo_band:g} with rl.max_staleness: {rl.max_staleness}: "
+                      f"geo_mask drops a sequence whose mean log-weight leaves +-{c.geo_band:g}, and a batch one "
+                      "version stale is off by 0.014 nats a token on the main job (0.022 at two versions): most "
+                      f"stale sequences would leave the loss; raise geo_band to {GEO_BAND_STALE:g} or more, or use "
+                      "mode: tis", UserWarning, stacklevel=3)
 
 
 def _check_env(env: EnvConfig) -> None:

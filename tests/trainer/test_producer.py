@@ -229,3 +229,17 @@ def test_stale_batches_without_the_rollout_correction_are_warned_at_the_recipe_c
     assert len(warned("rl.max_staleness=2", "rl.rollout_correction.mode=none")) == 1
     assert "2 versions stale" in warned("rl.max_staleness=2", "rl.rollout_correction.mode=none")[0]
     assert warned("rl.max_staleness=2") == warned("rl.rollout_correction.mode=none") == []
+
+
+def test_a_geo_mask_band_too_narrow_for_stale_batches_is_warned():
+    """geo_mask's default band (0.001) drops a sequence whose mean log-weight leaves +-0.001, where a
+    batch one version stale is off by ~0.014 nats a token: at k > 0 the check warns; a wide band, or
+    k = 0, is quiet."""
+    def warned(*overrides) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_config(load_config("recipes/tiny.yaml", list(overrides)))
+        return [str(w.message) for w in caught if "geo_band" in str(w.message)]
+    assert len(warned("rl.max_staleness=1", "rl.rollout_correction.mode=geo_mask")) == 1
+    assert warned("rl.max_staleness=1", "rl.rollout_correction.mode=geo_mask", "rl.rollout_correction.geo_band=0.1") == []
+    assert warned("rl.rollout_correction.mode=geo_mask") == warned("rl.max_staleness=1") == []
