@@ -143,10 +143,10 @@ class StateStore:
             return None
         progress = Progress(**json.loads((path / "progress.json").read_text()))
         self.seq = progress.seq
-        if self.writes:
+        if self.writes:  # rank 0 (data-parallel ranks read the same state): it cuts the logs and says so
             self._cut_files(progress.files)
-        print(f"resuming from {path} (stages done: {', '.join(progress.stages) or 'none'}, "
-              f"RL step {progress.rl_step})", file=sys.stderr)
+            print(f"resuming from {path} (stages done: {', '.join(progress.stages) or 'none'}, "
+                  f"RL step {progress.rl_step})", file=sys.stderr)
         return SavedState(path, progress)
 
     def _find(self, resume: str | None) -> Path | None:

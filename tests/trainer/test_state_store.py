@@ -115,3 +115,12 @@ class _Unpicklable:
 
     def __deepcopy__(self, memo):
         return self
+
+
+def test_only_the_writing_rank_says_it_resumes(tmp_path, capsys):
+    """Data-parallel ranks all open the state; only rank 0 (the one that writes) prints the line."""
+    StateStore(tmp_path, CheckpointConfig()).save("rl-step1", Progress(rl_step=1))
+    assert StateStore(tmp_path, CheckpointConfig(), writes=False).open("auto").progress.rl_step == 1
+    assert "resuming from" not in capsys.readouterr().err
+    StateStore(tmp_path, CheckpointConfig()).open("auto")
+    assert capsys.readouterr().err.count("resuming from") == 1
