@@ -11,6 +11,13 @@ faster and stores no score matrix. So a forward takes the products when its scor
 
 Only plain masked softmax attention takes the products; anything else a model asks of its attention
 (soft-capping, sliding windows, position biases, sinks, dropout, no mask at all) goes to SDPA as before.
+
+**Rows of several segments** (SFT packing; an episode whose context started over, `Turn.restart`)
+attend within each segment only. No (T, T) mask is built for them: `segment_attention` runs the
+attention segment by segment, each a causal row of its own (the products with an (L, L) mask where
+that is small, SDPA's causal kernel, which stores no score matrix, otherwise), so its memory grows
+with the segments' lengths, never as the row's T^2 (8 rows of 40k tokens would need 51 GB of fp32
+mask; `benchmarks/bench_segment_mask.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "agentic_rl_train"
+SEGMENTS = "agentic_rl_segments"  # no mask function registered: the model passes no mask to it
 EAGER_MAX_SCORES = 1 << 23  # ~50 MB of fp32 + bf16 scores a layer kept for the backward pass
 EAGER_MAX_PER_HEAD = 1 << 18  # 512 x 512: past ~600 x 600 the fused kernel is as fast or faster
 _NOT_PLAIN = ("softcap", "sliding_window", "position_bias", "s_aux")
@@ -59,17 +67,56 @@ def products(query, key, value, mask, scaling: float | None = None) -> torch.Ten
     return torch.matmul(probs, value).transpose(1, 2).contiguous()
 
 
+def segment_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                              segment_spans=None, **kwargs):
+    """Causal attention within each segment of each row, and none across. query (B, Hq, T, D),
+    key/value (B, Hkv, T, D), the same T tokens (no cache); `segment_spans[b]`: the (start, end) of
+    row b's segments, in order, covering the row. Returns (B, T, Hq, D).
+
+    Each segment is a row of its own for `train_attention_forward`: given a causal (L, L) mask where
+    the products take it, no mask otherwise (SDPA's causal kernel), so nothing of size T x T is made."""
+    if attention_mask is not None or segment_spans is None or key.shape[2] != query.shape[2]:
+        raise ValueError("segment attention: the segments' spans over the row's own keys, and no mask")
+    not_plain = [k for k in _NOT_PLAIN if kwargs.get(k) is not None] + ["sinks"] * (getattr(module, "sinks", None) is not None)
+    if not_plain:  # a window or a bias would need the mask the model builds for it, which is never built here
+        raise ValueError(f"segment attention: plain causal softmax attention only (this layer has {', '.join(not_plain)})")
+    rows = []
+    for b, spans in enumerate(segment_spans):
+        parts = []
+        for start, end in spans:
+            q, k, v = (x[b : b + 1, :, start:end] for x in (query, key, value))
+            L = end - start
+            causal = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()[None, None] if L * L <= EAGER_MAX_PER_HEAD else None
+            parts.append(train_attention_forward(module, q, k, v, causal, dropout, scaling, **kwargs)[0])
+        rows.append(torch.cat(parts, dim=1))
+    return torch.cat(rows, dim=0), None
+
+
 AttentionInterface.register(NAME, train_attention_forward)
 AttentionMaskInterface.register(NAME, sdpa_mask)
+AttentionInterface.register(SEGMENTS, segment_attention_forward)
 
 
 @contextmanager
 def training_attention(model):
     """Run `model`'s forward passes with `train_attention_forward` where it would use SDPA."""
+    with _implementation(model, NAME if model.config._attn_implementation == "sdpa" else None):
+        yield
+
+
+def segment_attention(model):
+    """Run `model`'s forward passes with `segment_attention_forward`, whatever it uses otherwise: its
+    calls must pass `segment_spans`, and it builds no attention mask for them."""
+    return _implementation(model, SEGMENTS)
+
+
+@contextmanager
+def _implementation(model, name: str | None):
+    """`model.config`'s attention implementation set to `name` for the duration (None: unchanged)."""
     config = model.config
     before = config._attn_implementation
-    if before == "sdpa":
-        config._attn_implementation = NAME
+    if name is not None:
+        config._attn_implementation = name
     try:
         yield
     finally:

@@ -13,14 +13,15 @@ calculator); its gradient is collected over the micro-batches and sent back thro
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
 
-from agentic_rl.models.attention import training_attention
+from agentic_rl.models.attention import segment_attention, training_attention
 from agentic_rl.models.device import device_of
 from agentic_rl.models.kv import cache_kwarg, output_cache
 from agentic_rl.models.vocab import chunked_token_logprobs
@@ -149,7 +150,9 @@ def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> to
     """(B, T, H) final hidden states; hidden[:, t] predicts input_ids[:, t]. With `shared`, a prefix
     that opens with its prompt continues from the prompt's cache instead of forwarding it again.
     Attention runs as plain products where that is faster (`models/attention.py`), except under
-    gradient checkpointing, whose recompute in the backward pass runs outside this call."""
+    gradient checkpointing, whose recompute in the backward pass runs outside this call. Rows of
+    several segments (`batch.segment_ids`) attend segment by segment, with or without checkpointing
+    (`segment_attention`: no (T, T) mask), their positions restarting at each segment."""
     decoder = _decoder(model)
     checkpointed = _checkpointed(decoder)
     with nullcontext() if checkpointed else training_attention(decoder):
@@ -169,8 +172,9 @@ def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpoin
             body = decoder(input_ids=ids, attention_mask=full_mask, use_cache=not checkpointed, **{cache_kwarg(decoder): cache})
         return torch.cat([last.expand(B, 1, -1), body.last_hidden_state[:, :-1]], dim=1)
     if batch.segment_ids is not None:
-        mask, positions = _packed_attention(batch.segment_ids)
-        body = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        spans, positions = segment_layout(batch.segment_ids)
+        with segment_attention(decoder), _recomputed_under(decoder, segment_attention) if checkpointed else nullcontext():
+            body = decoder(input_ids=ids, position_ids=positions, use_cache=False, segment_spans=spans)
     else:
         body = decoder(input_ids=ids, attention_mask=attn, use_cache=False)
     # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
@@ -228,16 +232,28 @@ def _flags(modules, **flags):
                 setattr(m, k, v)
 
 
-def _packed_attention(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, 1, T, T) additive mask: causal within a segment, nothing across (padding attends only to
-    itself); and positions restarting at each segment's first token."""
+def segment_layout(segments: torch.Tensor) -> tuple[tuple[tuple[tuple[int, int], ...], ...], torch.Tensor]:
+    """Rows of several segments ((B, T) segment index per token, -1 on padding) as the attention
+    takes them: each row's runs of one segment as (start, end) spans (the padding a span of its own,
+    attending only to itself), and positions restarting at each span's first token. O(B T): no mask."""
     T = segments.shape[1]
-    same = segments[:, :, None] == segments[:, None, :]
-    allowed = same & torch.ones(T, T, dtype=torch.bool, device=segments.device).tril()
-    mask = torch.zeros(allowed.shape, dtype=torch.float32, device=segments.device).masked_fill(~allowed, torch.finfo(torch.float32).min)
     starts = torch.ones_like(segments, dtype=torch.bool)
     starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
     index = torch.arange(T, device=segments.device).expand_as(segments)
     first = torch.cummax(torch.where(starts, index, torch.zeros_like(index)), dim=1).values
-    return mask[:, None], index - first
+    cuts = [[*torch.nonzero(row).flatten().tolist(), T] for row in starts.cpu()]
+    spans = tuple(tuple(zip(c[:-1], c[1:])) for c in cuts)
+    return spans, index - first
 
+
+@contextmanager
+def _recomputed_under(decoder, context):
+    """Checkpointed layers recompute their forward in the backward pass, after this call has returned:
+    `context(decoder)` (an attention implementation set for the forward) is entered for the recompute
+    too, through torch's `checkpoint(context_fn=...)` (non-reentrant, as `enable_gradient_checkpointing` sets)."""
+    recompute = lambda: (nullcontext(), context(decoder))  # noqa: E731
+    with ExitStack() as stack:
+        for layer in decoder.layers:
+            f = functools.partial(layer._gradient_checkpointing_func, context_fn=recompute)
+            stack.enter_context(_flags([layer], _gradient_checkpointing_func=f))
+        yield

@@ -7,7 +7,9 @@ belongs to one trajectory (its advantages, its proximal logprobs, its values) li
 A GRPO micro-batch's rows share their prompt: `make_batch` cuts the longest common never-trained
 prefix (`models/forward.py`'s `common_prefix_len`) into `Batch.prefix_ids`, which the forward pass
 runs once; the rest of each row is right-padded. A trajectory whose context started over
-(`Turn.restart`) is one row of several segments, attention kept within each, as in SFT packing.
+(`Turn.restart`) is one row of several segments, attention kept within each, as in SFT packing; the
+forward pass reads `Batch.segment_ids` and attends segment by segment, with no (T, T) mask
+(`models/attention.py`).
 """
 
 from __future__ import annotations

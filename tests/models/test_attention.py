@@ -10,7 +10,12 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from agentic_rl.models import attention, forward
-from agentic_rl.models.attention import EAGER_MAX_PER_HEAD, products, train_attention_forward
+from agentic_rl.models.attention import (
+    EAGER_MAX_PER_HEAD,
+    products,
+    segment_attention_forward,
+    train_attention_forward,
+)
 from agentic_rl.models.forward import token_logprobs
 from agentic_rl.trainer.batching import make_batch
 from agentic_rl.types import Trajectory
@@ -108,3 +113,35 @@ def test_training_forward_takes_the_products_and_matches_sdpa(tiny, make_group, 
     assert grads.keys() == grads_ref.keys() and grads
     for name, g in grads.items():
         assert torch.allclose(g, grads_ref[name], atol=1e-5), name
+
+
+def test_segment_attention_is_each_segment_attending_alone(monkeypatch):
+    """Invariant: attention over a row of segments is each segment's own causal attention, forward and
+    backward, computed independently here by torch's SDPA over each segment's slice. The segments
+    take both ways: 3 and 100 tokens the products (with a small causal mask), 597 and 700 SDPA's
+    causal kernel (597^2 > 512^2); no mask over the row is given or made. A layer with a sliding
+    window, whose mask is never built here, is refused rather than attended without its window."""
+    calls = []
+    monkeypatch.setattr(attention, "products", lambda *a, **kw: calls.append(a[0].shape[2]) or products(*a, **kw))
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = _qkv(2, 700, 700, gen)
+    spans = (((0, 3), (3, 600), (600, 700)), ((0, 700),))
+    out, _ = segment_attention_forward(_Module(), q, k, v, None, segment_spans=spans)
+    assert out.shape == (2, 700, 6, 8) and sorted(calls) == [3, 100]
+    (out * torch.linspace(-1, 1, 8)).sum().backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    def alone(b: int, s: int, e: int) -> torch.Tensor:  # (1, e - s, 6, 8): the segment as a row of its own
+        kk, vv = (x[b : b + 1, :, s:e].repeat_interleave(3, dim=1) for x in (k, v))
+        return torch.nn.functional.scaled_dot_product_attention(q[b : b + 1, :, s:e], kk, vv, is_causal=True).transpose(1, 2)
+
+    ref = torch.cat([torch.cat([alone(b, s, e) for s, e in row], dim=1) for b, row in enumerate(spans)])
+    (ref * torch.linspace(-1, 1, 8)).sum().backward()
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)  # fp32, as test_products_equal_sdpa_with_gradients
+    for got, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(got, t.grad, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="sliding_window"):
+        segment_attention_forward(_Module(), q, k, v, None, segment_spans=spans, sliding_window=16)
+    with pytest.raises(ValueError, match="no mask"):
+        segment_attention_forward(_Module(), q, k, v, torch.ones(2, 1, 700, 700, dtype=torch.bool), segment_spans=spans)

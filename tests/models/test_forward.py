@@ -3,10 +3,12 @@ step's common prompt forwarded once for all micro-batches (`SharedPrompt`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from agentic_rl.models.forward import policy_forward, shared_prompt, token_logprobs
+from agentic_rl.models.forward import hidden_states, policy_forward, shared_prompt, token_logprobs
 from agentic_rl.models.loader import enable_gradient_checkpointing
 from agentic_rl.trainer.batching import make_batch
 
@@ -137,3 +139,121 @@ def test_shared_prefix_training_has_the_gradient_of_plain_per_row_forwards(token
     assert shared.keys() == plain.keys() and shared
     for name, g in plain.items():
         torch.testing.assert_close(shared[name], g, atol=2e-5, rtol=1e-4, msg=name)
+
+
+def _restarted_rows(tokenizer) -> list:
+    """Real rows of several contexts: the calculator env's demonstrations (real prompts, tool calls and
+    tool results through the real chat template and tokenizer, 400-520 tokens each) joined into
+    episodes of 1, 2 and 3 contexts, each later one started over with a whole new prompt
+    (`Turn.restart`), as a template that rewrites history or an agent that edits its own makes them."""
+    from agentic_rl.envs.registry import get_env
+    from agentic_rl.rollout.demos import demonstrate
+    from agentic_rl.types import Trajectory
+
+    spec = get_env("calculator")
+    demos = [demonstrate(spec, {}, t, tokenizer)[1] for t in spec.tasks("train", 6, 0)]
+    rows = []
+    for parts in (demos[0:1], demos[1:3], demos[3:6]):
+        turns = [dataclasses.replace(turn, restart=k > 0 and j == 0)
+                 for k, d in enumerate(parts) for j, turn in enumerate(d.turns)]
+        rows.append(Trajectory(parts[0].task, tuple(turns), reward=1.0))
+    return rows
+
+
+def _dense_logprobs(model, batch):
+    """The reference: the row's attention as one dense (B, 1, T, T) additive mask (causal within a
+    segment, nothing across; padding attends to itself), positions counted from each segment's first
+    token, given whole to the model's decoder; then log p of every trained token."""
+    from agentic_rl.models.attention import training_attention
+
+    seg = batch.segment_ids
+    B, T = seg.shape
+    allowed = (seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.zeros(B, 1, T, T).masked_fill(~allowed[:, None], torch.finfo(torch.float32).min)
+    positions = torch.zeros(B, T, dtype=torch.long)
+    for b in range(B):
+        for t in range(1, T):
+            positions[b, t] = positions[b, t - 1] + 1 if seg[b, t] == seg[b, t - 1] else 0
+    decoder = model.get_decoder()
+    with training_attention(decoder):
+        hidden = decoder(input_ids=batch.input_ids, attention_mask=mask, position_ids=positions).last_hidden_state
+    logits = model.get_output_embeddings()(hidden[:, :-1]).float()
+    lp = torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    return lp[batch.loss_mask[:, 1:].bool()]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_segment_attention_equals_the_dense_mask_on_real_restarted_rows(tokenizer, checkpointed):
+    """Rows of 1, 2 and 3 contexts (420 to 1,400 tokens, ragged: padding too) trained with attention run
+    segment by segment (no (T, T) mask) give the logprobs and gradients of the same rows given one
+    dense block-diagonal mask. The contexts are 400-520 tokens, so both of the segment attention's
+    ways run: the products (L^2 <= 512^2) and SDPA's causal kernel. Under gradient checkpointing the
+    recompute in the backward pass must run the segment attention too: were it the model's stock
+    attention, unmasked, the gradients would be of contexts attending to the ones before.
+
+    Tolerance: fp32 rounding of the same sums taken in other orders (a 420-token segment's softmax
+    and products over 420 keys rather than 1,400 with zeros; SDPA's kernel blocks them otherwise):
+    measured at most 2e-6 on logprobs of ~-11 and 1e-6 relative on gradients; a context attending
+    to another moves logprobs by 0.1-1 (the witness in tests/rollout/test_token_exactness.py)."""
+    from agentic_rl.models.loader import tiny_model
+
+    rows = _restarted_rows(tokenizer)
+    batch = make_batch(rows, tokenizer.pad_token_id)
+    assert batch.segment_ids is not None and [t.restarts for t in rows] == [0, 1, 2]
+    model = tiny_model(tokenizer, seed=0)
+    if checkpointed:
+        enable_gradient_checkpointing(model)
+    model.train()
+    weights = torch.rand(batch.input_ids.shape, generator=torch.Generator().manual_seed(0))  # a loss unlike the logprobs'
+
+    def run(logprobs_of):
+        model.zero_grad(set_to_none=True)
+        lp = logprobs_of()
+        (lp * weights[:, 1:][batch.loss_mask[:, 1:].bool()]).sum().backward()
+        return lp.detach(), _grads(model)
+
+    lp, grads = run(lambda: token_logprobs(model, batch)[0][:, 1:][batch.loss_mask[:, 1:].bool()])
+    lp_ref, grads_ref = run(lambda: _dense_logprobs(model, batch))
+    assert lp.numel() == sum(sum(t.loss_mask()) for t in rows)
+    torch.testing.assert_close(lp, lp_ref, atol=1e-5, rtol=0)
+    assert grads.keys() == grads_ref.keys() and grads
+    for name, g in grads_ref.items():
+        torch.testing.assert_close(grads[name], g, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_a_long_row_of_segments_makes_no_tensor_of_its_length_squared(tokenizer):
+    """Memory grows with the segments, not as the row's T^2: in a 6,000-token row of three contexts
+    forwarded through the decoder and back, no tensor any op makes holds T^2 / 16 elements (a (T, T)
+    mask is 16 times that; at 8 rows of 40k tokens it would be 51 GB in fp32). The vocabulary head,
+    whose (tokens, vocabulary) logits are no attention's, is left out, and so are the weights'
+    gradients (the embedding's is 49,152 x 64)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from agentic_rl.models.loader import tiny_model
+    from agentic_rl.types import Task, Trajectory, Turn
+
+    gen = torch.Generator().manual_seed(0)
+    turns = tuple(Turn(tuple(torch.randint(100, 5000, (1500,), generator=gen).tolist()),
+                       tuple(torch.randint(100, 5000, (500,), generator=gen).tolist()), (-1.0,) * 500, "a", "eos",
+                       restart=k > 0) for k in range(3))
+    batch = make_batch([Trajectory(Task("0", "p"), turns)], tokenizer.pad_token_id)
+    T = batch.input_ids.shape[1]
+    assert T == 6000 and batch.segment_ids is not None
+
+    model = tiny_model(tokenizer, seed=0)
+    model.train()
+    weights = {p.shape for p in model.parameters()}
+
+    class Largest(TorchDispatchMode):
+        numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.shape not in weights:
+                    Largest.numel = max(Largest.numel, t.numel())
+            return out
+
+    with Largest():
+        hidden_states(model, batch).square().sum().backward()
+    assert 0 < Largest.numel < T * T // 16, Largest.numel
