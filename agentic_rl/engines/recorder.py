@@ -27,10 +27,19 @@ observation (masked), each completion an action. When one does not (the agent ed
 history; a template that rewrites earlier turns), the episode starts a new context there: the call's
 whole prompt is fed as it is (`Turn.restart`), and the trajectory trains each context as its own
 exact row, the episode still one sample of its group. Nothing is silently re-tokenized.
+
+**Budgets** (`Limits`: the recipe's `rollout.max_turns` and `rollout.max_episode_tokens` in
+training). A call past the episode's turns, or once its generated tokens are spent, is refused (HTTP
+400) and the episode is truncated, as the rollout loop ends an episode at its budget. A reply that
+runs past the tokens left is recorded cut there (the first tokens of a sample are distributed as
+a sample capped at that many), its stop reason `length`, and the agent is refused that reply, so it
+never acts on tokens that are not trained. An episode closed by its owner (its time ran out) refuses
+every later call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -58,11 +67,25 @@ class Call:
     version: int  # the policy version that sampled it
 
 
+@dataclass(frozen=True)
+class Limits:
+    """An episode's budget: calls (`rollout.max_turns`) and generated tokens over all of them
+    (`rollout.max_episode_tokens`); 0 = no limit."""
+
+    max_turns: int = 0
+    max_episode_tokens: int = 0
+
+
 @dataclass
 class Episode:
     id: str
     calls: list[Call] = field(default_factory=list)
     reward: float | None = None
+    truncated: str = ""  # the budget that ended the episode ("" while it has not)
+
+    @property
+    def generated(self) -> int:
+        return sum(len(c.ids) for c in self.calls)
 
 
 def tool_call_key(calls: Sequence[dict] | None) -> tuple:
@@ -88,13 +111,15 @@ def same_message(m: dict, reply: dict) -> bool:
 class Recorder:
     """Episodes by id, shared by the server's request threads."""
 
-    def __init__(self, tokenizer, eos_ids: Sequence[int] = (), history: str = "keep"):
+    def __init__(self, tokenizer, eos_ids: Sequence[int] = (), history: str = "keep", limits: Limits = Limits()):
         if history not in HISTORY:
             raise ValueError(f"history: one of {', '.join(HISTORY)} (got {history!r})")
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
         self.history = history
+        self.limits = limits
         self.episodes: dict[str, Episode] = {}
+        self.closed: set[str] = set()  # episodes whose owner gave up on them: their calls are refused
         self.lock = threading.Lock()
 
     def episode(self, eid: str) -> Episode:
@@ -104,7 +129,7 @@ class Recorder:
     def prompt_ids(self, eid: str, messages: list[dict], tools: list | None, render) -> list[int]:
         """The ids to feed the policy for `messages` in episode `eid`: the chat template's rendering
         (`render(messages, tools) -> text`), with this episode's own replies spliced in as sampled."""
-        replies = list(self.episode(eid).calls)
+        replies = list(self._admit(eid).calls)
         shown, spliced, used = list(messages), [], 0
         for i, m in enumerate(messages):
             match = next((j for j in range(used, len(replies)) if m.get("role") == "assistant"
@@ -143,17 +168,64 @@ class Recorder:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
+    def _admit(self, eid: str) -> Episode:
+        """The episode, if it may call the model again; else the call is refused (and the budget
+        that ended it recorded)."""
+        if eid in self.closed:
+            _refuse(410, f"episode {eid} is over: it ran past its deadline")
+        ep, limits = self.episode(eid), self.limits
+        if limits.max_turns and len(ep.calls) >= limits.max_turns:
+            ep.truncated = ep.truncated or f"rollout.max_turns: {limits.max_turns} calls"
+        elif limits.max_episode_tokens and ep.generated >= limits.max_episode_tokens:
+            ep.truncated = ep.truncated or f"rollout.max_episode_tokens: {limits.max_episode_tokens} tokens"
+        if ep.truncated:
+            _refuse(400, f"episode {eid}: its budget is spent ({ep.truncated})")
+        return ep
+
     def record(self, eid: str, call: Call) -> None:
-        ep = self.episode(eid)
-        with self.lock:
-            ep.calls.append(call)
+        """Keep `call` in episode `eid`; one that ran past the episode's tokens is kept cut at the
+        budget and its reply refused."""
+        ep, budget = self.episode(eid), self.limits.max_episode_tokens
+        with self.lock:  # concurrent calls of one episode share its room
+            room = budget - ep.generated if budget else len(call.ids)
+            if room > 0:
+                ep.calls.append(self._cut(call, room))
+            if len(call.ids) > room:
+                ep.truncated = f"rollout.max_episode_tokens: {budget} tokens"
+        if len(call.ids) > room:
+            _refuse(400, f"episode {eid}: the reply ran past its budget ({ep.truncated}); "
+                         f"its first {max(room, 0)} tokens are recorded")
+
+    def _cut(self, call: Call, n: int) -> Call:
+        """`call` with only its first `n` sampled tokens (all of them when it has no more)."""
+        if len(call.ids) <= n:
+            return call
+        text = self.tokenizer.decode(list(call.ids[:n]), skip_special_tokens=False)
+        return dataclasses.replace(call, ids=call.ids[:n], logprobs=call.logprobs[:n], text=text, stop_reason="length",
+                                   message={"role": "assistant", "content": text})
 
     def set_reward(self, eid: str, reward: float) -> None:
+        if eid in self.closed:
+            _refuse(410, f"episode {eid} is over: it ran past its deadline")
         self.episode(eid).reward = float(reward)
 
     def pop(self, eid: str) -> Episode:
         with self.lock:
             return self.episodes.pop(eid, Episode(eid))
+
+    def close(self, eid: str) -> Episode:
+        """Forget episode `eid` and refuse its calls from now on (an agent still running past its
+        deadline); returns what it had recorded."""
+        with self.lock:
+            self.closed.add(eid)
+            return self.episodes.pop(eid, Episode(eid))
+
+
+def _refuse(status: int, why: str):
+    """The agent's call is answered with `status` (4xx: an OpenAI client does not retry it)."""
+    from fastapi import HTTPException
+
+    raise HTTPException(status, why)
 
 
 def rows(calls: Sequence[Call]) -> list[list[Call]]:
@@ -182,7 +254,8 @@ def trajectory(episode: Episode, task: Task, reward: float = 0.0, details: Any =
             seen = len(c.prompt_ids) + len(c.ids)
     if not turns:
         return None
-    return Trajectory(task, tuple(turns), reward=reward, reward_details=dict(details or {}), terminated=True)
+    return Trajectory(task, tuple(turns), reward=reward, reward_details=dict(details or {}),
+                      terminated=not episode.truncated, truncated=bool(episode.truncated))
 
 
 def _calls(message: dict) -> list[ToolCall]:

@@ -86,6 +86,9 @@ class RolloutConfig:
     # replies the agent sends back: keep (fed as sampled: one trajectory) | template (fed as the chat template
     # renders them where it rewrites history, e.g. drops earlier reasoning: the episode starts a new context there)
     agent_history: str = "keep"
+    # an agent's episode still running this long after it started is given up: an infrastructure failure
+    # (kind agent), its calls refused from then on; 0 = no limit
+    agent_timeout_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -448,6 +451,7 @@ def _check_ranges(cfg: Config) -> None:
         (0 < ro.top_p <= 1, "rollout.top_p must be in (0, 1]"),
         (ro.temperature >= 0, "rollout.temperature must be >= 0"),
         (ro.step_timeout_s >= 0, "rollout.step_timeout_s must be >= 0 (0 = no limit)"),
+        (ro.agent_timeout_s >= 0, "rollout.agent_timeout_s must be >= 0 (0 = no limit)"),
         (not rl.steps or ro.temperature > 0,
          "rollout.temperature: 0 is greedy decoding, and RL trains on samples of a distribution (the "
          "trainer divides the logits by the temperature); use a temperature > 0, e.g. 0.7. Held-out "

@@ -64,8 +64,8 @@ def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[
 def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -> list:
     from agentic_rl.trainer.agents import AgentRollouts, load_agent
 
-    agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
-                           ep.budget.step_timeout_s, cfg.eval.batch_size, cfg.rollout.agent_history)
+    agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep, cfg.rollout.agent_timeout_s,
+                           cfg.eval.batch_size, cfg.rollout.agent_history)
     try:
         return agents.rollout(tasks, cfg.eval.samples, cfg.eval.seed, label="eval")[0]
     finally:

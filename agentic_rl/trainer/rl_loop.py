@@ -68,9 +68,8 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         run.workers = RolloutWorkers(cfg, engine.version)
         run.workers.checked_sync(model, engine.version, run.probe)
     if cfg.rollout.agent:  # the steps' rollouts by the user's agent program, through the recording proxy
-        ep = run.episodes
-        run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep.params, ep.reward,
-                                   ep.budget.step_timeout_s, cfg.rollout.max_concurrent, cfg.rollout.agent_history)
+        run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, run.episodes,
+                                   cfg.rollout.agent_timeout_s, cfg.rollout.max_concurrent, cfg.rollout.agent_history)
     run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
                             steps, cfg.rl.max_staleness, in_flight)
     try:

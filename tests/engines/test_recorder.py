@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from agentic_rl.engines.recorder import Call, Episode, Recorder, trajectory
+from agentic_rl.engines.recorder import Call, Episode, Limits, Recorder, trajectory
 from agentic_rl.engines.server import _messages
 from agentic_rl.models.loader import load_tokenizer
 from agentic_rl.types import Task
@@ -154,3 +154,68 @@ def test_a_template_that_drops_earlier_reasoning_keeps_history_or_restarts_as_ch
     assert "<think>" not in third and "checking<|im_end|>" in third and "It is 42.<|im_end|>" in third
     with pytest.raises(ValueError, match="history"):
         Recorder(tok, history="sometimes")
+
+
+def _ask(rec: Recorder, tok, ids: tuple[int, ...]) -> Call:
+    """One call of episode "e" (the conversation so far sent back unedited), recorded; the call as kept."""
+    messages = [{"role": "user", "content": "What is 6*7?"}]
+    for c in rec.episodes.get("e", Episode("e")).calls:
+        messages += [_echo(c.message), {"role": "user", "content": "Go on."}]
+    prompt = rec.prompt_ids("e", messages, None, render(tok))
+    rec.record("e", _call(prompt, ids, {"role": "assistant", "content": tok.decode(list(ids))}))
+    return rec.episode("e").calls[-1]
+
+
+def test_a_call_past_the_turn_budget_is_refused_and_the_episode_truncated(tok):
+    """rollout.max_turns: 2 calls answered, the third refused before it samples (HTTP 400, which an
+    OpenAI client does not retry); the episode is the two calls, truncated, not terminated."""
+    from fastapi import HTTPException
+
+    rec = Recorder(tok, eos_ids=[tok.eos_token_id], limits=Limits(max_turns=2))
+    for text in ("It is", "42"):
+        _ask(rec, tok, char_ids(tok, text))
+    with pytest.raises(HTTPException) as refused:
+        _ask(rec, tok, char_ids(tok, "again"))
+    assert refused.value.status_code == 400 and "rollout.max_turns" in refused.value.detail
+    t = trajectory(rec.episode("e"), Task("t", "p"))
+    assert len(t.turns) == 2 and t.truncated and not t.terminated
+
+
+def test_a_reply_past_the_token_budget_is_kept_cut_and_refused(tok):
+    """rollout.max_episode_tokens 10: a first reply of 6 tokens is answered; the second, 8 tokens,
+    leaves room for 4, so its first 4 sampled ids and logprobs are kept (stop reason `length`) and
+    the reply is refused, so the agent never acts on the 4 tokens that are not trained; a third call
+    is refused before it samples. Without a budget the same calls are kept whole."""
+    from fastapi import HTTPException
+
+    first, second = char_ids(tok, "It is "), char_ids(tok, "42, yes.")
+    assert (len(first), len(second)) == (6, 8)
+    rec = Recorder(tok, eos_ids=[tok.eos_token_id], limits=Limits(max_episode_tokens=10))
+    _ask(rec, tok, first)
+    with pytest.raises(HTTPException, match="first 4 tokens"):
+        _ask(rec, tok, second)
+    kept = rec.episode("e").calls[-1]
+    assert kept.ids == second[:4] and kept.logprobs == (-0.5,) * 4 and kept.stop_reason == "length"
+    assert kept.text == tok.decode(list(second[:4]))
+    with pytest.raises(HTTPException, match="rollout.max_episode_tokens"):
+        _ask(rec, tok, char_ids(tok, "!"))
+    t = trajectory(rec.episode("e"), Task("t", "p"))
+    assert t.num_generated == 10 and t.truncated and [turn.stop_reason for turn in t.turns] == ["stop", "length"]
+    free = Recorder(tok, eos_ids=[tok.eos_token_id])
+    assert [_ask(free, tok, ids).ids for ids in (first, second)] == [first, second]
+    assert not trajectory(free.episode("e"), Task("t", "p")).truncated
+
+
+def test_a_closed_episode_refuses_its_calls_and_its_reward(tok):
+    """An episode given up on (its deadline passed) keeps nothing: a later call or reward of it is
+    refused (410), and no episode is opened under its id again."""
+    from fastapi import HTTPException
+
+    rec = Recorder(tok, eos_ids=[tok.eos_token_id])
+    _ask(rec, tok, char_ids(tok, "It is"))
+    assert len(rec.close("e").calls) == 1
+    for late in (lambda: _ask(rec, tok, char_ids(tok, "42")), lambda: rec.set_reward("e", 1.0)):
+        with pytest.raises(HTTPException) as refused:
+            late()
+        assert refused.value.status_code == 410
+    assert "e" not in rec.episodes
