@@ -191,10 +191,12 @@ def test_segment_attention_equals_the_dense_mask_on_real_restarted_rows(tokenize
     recompute in the backward pass must run the segment attention too: were it the model's stock
     attention, unmasked, the gradients would be of contexts attending to the ones before.
 
-    Tolerance: fp32 rounding of the same sums taken in other orders (a 420-token segment's softmax
-    and products over 420 keys rather than 1,400 with zeros; SDPA's kernel blocks them otherwise):
-    measured at most 2e-6 on logprobs of ~-11 and 1e-6 relative on gradients; a context attending
-    to another moves logprobs by 0.1-1 (the witness in tests/rollout/test_token_exactness.py)."""
+    Tolerance: fp32 rounding of the same sums taken in other orders (a 440-token segment's softmax
+    and products over its 440 keys rather than over 1,469 with zeros; SDPA's kernel blocks them its
+    own way): measured at most 1.9e-6 on logprobs of -9.5 to -11.3 (2 units in the last place there;
+    the tolerance, 1e-5, is 10), and 2.7e-7 of a weight's largest gradient entry. A later context
+    attending to the ones before it moves its logprobs by 0.017 on average (0.06 at most) on these
+    rows: 1,700 times the tolerance."""
     from agentic_rl.models.loader import tiny_model
 
     rows = _restarted_rows(tokenizer)
