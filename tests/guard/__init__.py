@@ -59,6 +59,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                      "rl.tasks.sampler=pass_rate"]),
     "tiny_agent_reward": ("tiny.yaml", [*_TINY, "rollout.agent=tests/trainer/scored_agent.py:run", "sft.examples=0",
                                         "eval.baselines=false", "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
+                                        "rollout.max_turns=4",  # the agent's 4 calls: within the budget
                                         "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1",
                                         "rl.optim.minibatches=2", "rl.optim.epochs=2", "rl.rollout_correction.mode=mis",
                                         "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1"]),
