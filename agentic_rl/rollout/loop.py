@@ -115,7 +115,7 @@ def rollout(
         episodes[i].infra_failure, episodes[i].error = "engine", why
 
     room = lambda i: budget.max_episode_tokens - episodes[i].generated  # noqa: E731
-    cap = budget.max_concurrent or len(episodes)
+    cap = budget.max_concurrent or max(len(episodes), 1)  # a data-parallel rank may have no tasks
     for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
         live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
         if live:

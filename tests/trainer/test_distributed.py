@@ -6,6 +6,9 @@ reduction-order noise into whole steps; LR lifts the policy gradient of a random
 well above the weights' float resolution); fp32. The groups have very different lengths, so the ranks
 hold unequal token counts: a per-rank normalizer (the mean of per-rank token means) gives another
 gradient, and the test shows that it does, so the comparison can fail.
+
+A step's rollouts with fewer tasks than ranks (`rl.tasks.per_step` 1, DAPO's refill rounds of one
+task): the rank with none rolls out nothing, and every rank gets what one process samples.
 """
 
 from __future__ import annotations
@@ -83,6 +86,28 @@ def _sft_delta(tokenizer, world: World, strategy="ddp"):
     return {n: p - before[n] for n, p in _after(model).items()}, metrics
 
 
+def _collected(tokenizer) -> dict:
+    """One step's `collect` on the tiny recipe with one task a step and DAPO's refill rounds (a random
+    policy's groups have no reward spread, so both rounds run, each of one task), a generator per
+    episode: what every rank ends with."""
+    from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.envs.registry import get_env
+    from agentic_rl.models.loader import tiny_model
+    from agentic_rl.monitor.logger import MetricsLogger
+    from agentic_rl.trainer.rl_loop import _setup
+    from agentic_rl.trainer.rl_step import collect
+
+    model = tiny_model(tokenizer, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = load_config("recipes/tiny.yaml", ["rl.tasks.per_step=1", "rollout.rng=episode", f"output_dir={tmp}",
+                                                "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=2"])
+        run, _, _ = _setup(model, tokenizer, HFEngine(model, tokenizer, "fp32"), get_env(cfg.env.name), cfg,
+                           MetricsLogger(cfg.run_dir, tensorboard=False))
+        kept, sampled, stats = collect(run, seed=11)
+    rows = lambda groups: [[(g.task.id, t.token_ids(), t.reward) for t in g.trajectories] for g in groups]  # noqa: E731
+    return {"kept": rows(kept), "sampled": rows(sampled), "episodes": stats.episodes}
+
+
 def _worker(rank: int, size: int, init: str, out: str) -> None:
     from agentic_rl.models.loader import load_tokenizer
 
@@ -95,6 +120,7 @@ def _worker(rank: int, size: int, init: str, out: str) -> None:
             out_.update({f"rl_one_{s}": _rl_delta(tokenizer, w, 1, strategy=s),
                          f"rl_two_{s}": _rl_delta(tokenizer, w, 2, corrections=True, strategy=s),
                          f"sft_{s}": _sft_delta(tokenizer, w, s)})
+        out_["collect"] = _collected(tokenizer)
         torch.save(out_, Path(out) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -106,6 +132,15 @@ def ranks():
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(_worker, args=(2, f"{tmp}/init", tmp), nprocs=2, join=True)
         yield [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(2)]
+
+
+def test_a_rank_with_no_tasks_samples_nothing_and_gets_every_group(tokenizer, ranks):
+    """One task a step on two ranks, and two refill rounds of one task each: rank 1 has no task in any
+    round. Both ranks end with the groups one process samples, token for token (a generator per
+    episode, so where an episode runs does not change it)."""
+    want = _collected(tokenizer)
+    assert len(want["sampled"]) == 3 and want["episodes"] == 3 * 4  # the refill rounds ran
+    assert ranks[0]["collect"] == ranks[1]["collect"] == want
 
 
 @pytest.mark.parametrize("n,size", [(0, 2), (1, 2), (5, 2), (7, 3), (8, 4)])
