@@ -24,12 +24,15 @@ def capabilities(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     multi-step success (solved, among episodes that made two or more calls); self-correction (solved,
     among episodes that hit a tool error); exploration (distinct first actions per group, over the
     group size); efficiency (generated tokens and turns per solved episode)."""
+    groups = with_episodes(groups)
     trajs = [t for g in groups for t in g.trajectories]
     solved = [t for t in trajs if t.reward_details.get("correct", 0.0) > 0]
     calls = sum(t.num_tool_calls for t in trajs)
     multi = [t for t in trajs if t.num_tool_calls >= 2]
     erred = [t for t in trajs if t.num_tool_errors > 0]
     rate = lambda xs: statistics.fmean(t.reward_details.get("correct", 0.0) for t in xs) if xs else 0.0  # noqa: E731
+    if not trajs:
+        return {}
     return {
         "cap/format_compliance": statistics.fmean(t.reward_details.get("format", 0.0) for t in trajs),
         "cap/tool_call_accuracy": 1.0 - sum(t.num_tool_errors for t in trajs) / calls if calls else 0.0,
@@ -40,6 +43,12 @@ def capabilities(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
         "cap/tokens_per_solved": sum(t.num_generated for t in trajs) / len(solved) if solved else 0.0,
         "cap/turns_per_solved": sum(len(t.turns) for t in trajs) / len(solved) if solved else 0.0,
     }
+
+
+def with_episodes(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    """The groups that hold an episode: a group whose every episode the machine failed (a Ray worker
+    died with its whole group) has no figures of its own, and a group figure of it would be a guess."""
+    return [g for g in groups if g.trajectories]
 
 
 def tool_counts(trajs) -> dict[str, float]:
@@ -66,7 +75,8 @@ def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dic
 
 
 def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
-    """Step metrics of the groups."""
+    """Step metrics of the groups (those that hold an episode)."""
+    groups = with_episodes(groups)
     trajs = [t for g in groups for t in g.trajectories]
     if not trajs:
         return {}
