@@ -65,7 +65,7 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
             store.save_reference(run.scorer.reference)
     steps = cfg.rl.steps
     if cfg.rollout.workers:  # the steps' rollouts on Ray actors, given the weights as they are now
-        run.workers = RolloutWorkers(cfg, engine.version)
+        run.workers = RolloutWorkers(cfg)
         run.workers.checked_sync(model, engine.version, run.probe)
     if cfg.rollout.agent:  # the steps' rollouts by the user's agent program, through the recording proxy
         run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, run.episodes,

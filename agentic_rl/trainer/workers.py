@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -37,6 +38,15 @@ from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 WORKER_SEED_STRIDE = 7_919  # a worker's batch seed (rollout.rng: batch) is the step's + this x its index
 
 
+@dataclass(frozen=True)
+class Weights:
+    """A version of the policy's weights in Ray's object store. Sent as a reference inside this
+    record, so a worker fetches the state dict only when it lacks the version."""
+
+    ref: object  # a ray.ObjectRef of the state dict
+    version: int
+
+
 class RolloutWorker:
     """One Ray actor's state: the policy's sampler and the run's envs (built from the config)."""
 
@@ -50,25 +60,31 @@ class RolloutWorker:
         self.engine.version = -1  # no weights of the run's yet
         self.episodes = episodes(get_env(cfg.env.name), cfg.env.options, cfg.rollout)
 
-    def load(self, weights: dict[str, torch.Tensor], version: int) -> int:
-        if version != self.engine.version:
-            self.engine.model.load_state_dict(weights)
-            self.engine.sync_weights()
-            self.engine.version = version
-        return version
+    def load(self, weights: Weights | None) -> int:
+        """Hold `weights` (fetched and loaded unless this worker holds their version); its version."""
+        if weights is not None and weights.version != self.engine.version:
+            import ray
 
-    def rollout(self, tasks: Sequence[Task], seed: int, episode_seeds: Sequence[int] | None, weights, version: int):
-        """The tasks' groups (unscored), sampled by `version` (loaded first when this worker lacks it)."""
-        if weights is not None:
-            self.load(weights, version)
+            failpoint(f"worker{self.index}.load")  # tests kill a worker here, mid-sync
+            self.engine.model.load_state_dict(ray.get(weights.ref))
+            self.engine.sync_weights()
+            self.engine.version = weights.version
+        return self.engine.version
+
+    def rollout(self, tasks: Sequence[Task], seed: int, episode_seeds: Sequence[int] | None, weights: Weights | None):
+        """The tasks' groups (unscored), sampled by `weights` (loaded first when this worker lacks them)."""
+        self.load(weights)
         failpoint(f"worker{self.index}.rollout")  # tests kill a worker here, mid-step
         ep = self.episodes
         groups, stats = rollout(self.engine, self.tokenizer, ep.make_env, tasks, self.cfg.rl.tasks.group_size,
                                 ep.params, ep.budget, seed=seed, episode_seeds=episode_seeds)
         return groups, stats
 
-    def generate(self, prompt: Sequence[int], params: SamplingParams) -> Sample:
-        """One action for `prompt` (the sync probe's greedy continuation)."""
+    def generate(self, prompt: Sequence[int], params: SamplingParams, weights: Weights | None) -> Sample:
+        """One action for `prompt` by `weights` (the sync probe's greedy continuation): a worker Ray
+        restarted since the sync loads them first, so the probe checks the weights it will sample."""
+        self.load(weights)
+        failpoint(f"worker{self.index}.probe")  # tests kill a worker here, mid-probe
         return self.engine.session(seed=0).generate({0: list(prompt)}, params)[0]
 
     def pid(self) -> int:
@@ -76,9 +92,13 @@ class RolloutWorker:
 
 
 class RolloutWorkers:
-    """The pool: deals a step's tasks to the workers, syncs and probes them, survives their deaths."""
+    """The pool: deals a step's tasks to the workers, syncs and probes them, survives their deaths.
 
-    def __init__(self, cfg: Config, version: int = 0, start_timeout_s: float = 600.0):
+    A worker that dies (`RayActorError`) is restarted by Ray and waited for, each wait within
+    `restart_timeout_s`; a worker whose code raises (`RayTaskError`: a bug in the env, the reward's
+    inputs, the loop) stops the run with the remote traceback, as the same bug does in process."""
+
+    def __init__(self, cfg: Config, start_timeout_s: float = 600.0, restart_timeout_s: float = 300.0):
         import ray
 
         if not ray.is_initialized():
@@ -94,65 +114,57 @@ class RolloutWorkers:
                                f"cluster may lack {cfg.rollout.worker_cpus:g} free CPUs for each "
                                "(rollout.worker_cpus); `ray status` shows what it has") from None
         self.group_size = cfg.rl.tasks.group_size
-        self.version = version
-        self._weights = None
+        self.restart_timeout_s = restart_timeout_s
+        self.weights: Weights | None = None  # the last sync's (None: the workers' own start)
         self._down: set[int] = set()  # workers whose last call died: Ray restarts them
-
-    def _revive(self, timeout_s: float = 300.0) -> None:
-        """Wait for the workers Ray is restarting (a call sent while the death is still being noticed
-        would fail too)."""
-        import ray
-
-        deadline = time.monotonic() + timeout_s
-        for i in sorted(self._down):
-            while True:
-                try:
-                    ray.get(self.actors[i].pid.remote(), timeout=60)
-                    break
-                except _actor_errors():
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        self._down.clear()
 
     def sync(self, model: torch.nn.Module, version: int) -> None:
         """Every live worker gets `model`'s weights as `version` (a dead one loads them with its next
-        episodes)."""
+        call)."""
         import ray
 
-        self._weights = ray.put({k: v.detach().to("cpu") for k, v in sharding.full_state_dict(model).items()})
-        self.version = version
-        self._each([a.load.remote(self._weights, version) for a in self.actors])
+        self.weights = Weights(ray.put({k: v.detach().to("cpu") for k, v in sharding.full_state_dict(model).items()}),
+                               version)
+        for i, result in enumerate(_each([a.load.remote(self.weights) for a in self.actors])):
+            if isinstance(result, Exception):
+                self._down.add(i)
 
     def checked_sync(self, model: torch.nn.Module, version: int, probe) -> float | None:
-        """`sync`, then the probe on every worker that answers: the largest gap (a worker that died
-        is probed by nobody; it loads the version with its next episodes)."""
+        """`sync`, then the probe on every worker: the largest gap. A worker that dies meanwhile is
+        waited for and probed once it is back, on the weights it loads first: every worker is probed,
+        so every data-parallel rank runs as many trainer forwards (under FSDP each is a collective)."""
         self.sync(model, version)
         if probe is None:
             return None
-        gaps = []
-        for actor in self.actors:
+        return max(self._probed(i, model, probe) for i in range(len(self.actors)))
+
+    def _probed(self, i: int, model: torch.nn.Module, probe) -> float:
+        import ray
+
+        deadline = time.monotonic() + self.restart_timeout_s
+        while True:
             try:
-                gaps.append(probe.check(WorkerEngine(actor, version), model))
-            except _actor_errors():
-                continue
-        return max(gaps, default=None)
+                return probe.check(WorkerEngine(self.actors[i], self.weights), model)
+            except ray.exceptions.RayActorError:  # before the trainer's forward: the sample never came
+                self._wait_for(i, deadline)
 
     def rollout(self, tasks: Sequence[Task], seed: int,
                 episode_seeds: Sequence[int] | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
-        """The tasks' groups, in order: worker i rolls out tasks i, i + N, ...; a worker that fails
-        returns its groups as the machine's failures."""
+        """The tasks' groups, in order: worker i rolls out tasks i, i + N, ... (a worker with none is
+        not called); a worker that dies returns its groups as the machine's failures."""
         start, n, G = time.perf_counter(), len(self.actors), self.group_size
         self._revive()
         calls = []
         for i, actor in enumerate(self.actors):
             mine = list(range(i, len(tasks), n))
+            if not mine:
+                continue
             seeds = [episode_seeds[k * G + j] for k in mine for j in range(G)] if episode_seeds is not None else None
-            calls.append((mine, actor.rollout.remote([tasks[k] for k in mine], seed + WORKER_SEED_STRIDE * i, seeds,
-                                                     self._weights, self.version)))
+            calls.append((i, mine, actor.rollout.remote([tasks[k] for k in mine], seed + WORKER_SEED_STRIDE * i,
+                                                        seeds, self.weights)))
         out: list = [None] * len(tasks)
         episodes = generated = 0
-        for i, ((mine, _), result) in enumerate(zip(calls, self._each([ref for _, ref in calls], keep_errors=True))):
+        for (i, mine, _), result in zip(calls, _each([ref for *_, ref in calls])):
             if isinstance(result, Exception):
                 self._down.add(i)
                 for k in mine:
@@ -163,6 +175,32 @@ class RolloutWorkers:
                 out[k] = g
             episodes, generated = episodes + stats.episodes, generated + stats.generated_tokens
         return out, RolloutStats(time.perf_counter() - start, episodes, generated)
+
+    def _revive(self) -> None:
+        """Wait for the workers Ray is restarting."""
+        deadline = time.monotonic() + self.restart_timeout_s
+        for i in sorted(self._down):
+            self._wait_for(i, deadline)
+
+    def _wait_for(self, i: int, deadline: float) -> None:
+        """Until worker i answers (Ray restarts it); a call sent while its death is still being
+        noticed fails too, and is sent again. Raises past `deadline`."""
+        import ray
+
+        while True:
+            try:
+                ray.get(self.actors[i].pid.remote(), timeout=max(deadline - time.monotonic(), 0.0))
+                self._down.discard(i)
+                return
+            except ray.exceptions.GetTimeoutError:
+                break
+            except ray.exceptions.RayActorError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        raise RuntimeError(f"rollout worker {i} died and did not come back within {self.restart_timeout_s:g}s "
+                           "(RolloutWorkers restart_timeout_s): Ray may lack the resources to restart it; "
+                           "`ray status` shows what the cluster has")
 
     def pids(self) -> list[int]:
         import ray
@@ -175,27 +213,13 @@ class RolloutWorkers:
         for a in self.actors:
             ray.kill(a)
 
-    @staticmethod
-    def _each(refs, keep_errors: bool = False) -> list:
-        """Each call's result, or (keep_errors) the error of a worker that died or raised."""
-        import ray
-
-        out = []
-        for ref in refs:
-            try:
-                out.append(ray.get(ref))
-            except _actor_errors() as e:
-                if not keep_errors and not isinstance(e, ray.exceptions.RayActorError):
-                    raise
-                out.append(e)
-        return out
-
 
 class WorkerEngine:
-    """A worker seen as an engine by the sync probe: a greedy decode at a version."""
+    """A worker seen as an engine by the sync probe: a greedy decode by `weights`."""
 
-    def __init__(self, actor, version: int):
-        self.actor, self.version = actor, version
+    def __init__(self, actor, weights: Weights | None):
+        self.actor, self.weights = actor, weights
+        self.version = weights.version if weights is not None else -1
 
     def session(self, seed: int = 0) -> WorkerEngine:
         return self
@@ -203,13 +227,21 @@ class WorkerEngine:
     def generate(self, prompts, params: SamplingParams) -> dict[int, Sample]:
         import ray
 
-        return {row: ray.get(self.actor.generate.remote(list(ids), params)) for row, ids in prompts.items()}
+        return {row: ray.get(self.actor.generate.remote(list(ids), params, self.weights)) for row, ids in prompts.items()}
 
 
-def _actor_errors() -> tuple[type[Exception], ...]:
+def _each(refs) -> list:
+    """Each call's result, or the `RayActorError` of a worker that died with it. An error the
+    worker's code raised (`RayTaskError`, with its traceback) is raised here."""
     import ray
 
-    return (ray.exceptions.RayActorError, ray.exceptions.RayTaskError)
+    out = []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref))
+        except ray.exceptions.RayActorError as e:
+            out.append(e)
+    return out
 
 
 def _failed_group(task: Task, group_size: int, why: str) -> TrajectoryGroup:

@@ -16,6 +16,7 @@ import pytest
 import ray
 
 from agentic_rl.engines.hf import HFEngine
+from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_tokenizer, tiny_model
 from agentic_rl.rollout.loop import episode_seeds, rollout
@@ -69,9 +70,68 @@ def test_workers_sample_what_the_process_samples_with_a_generator_per_episode(se
     assert _rows(batch) != _rows(local)
 
 
+def test_fewer_tasks_than_workers_leave_a_worker_idle(setup):
+    """One task for two workers (a data-parallel rank's share, a refill round): worker 1 is not called,
+    the task's group is the in-process one; no task, no groups."""
+    cfg, _, tasks, seeds, local, pool = setup
+    one, stats = pool.rollout(tasks[:1], SEED, seeds[:cfg.rl.tasks.group_size])
+    assert _rows(one) == _rows(local[:1]) and stats.episodes == cfg.rl.tasks.group_size
+    assert pool.rollout([], SEED, [])[0] == []
+
+
+def test_a_worker_whose_code_raises_stops_the_step_with_its_traceback(setup):
+    """A bug on worker 1's side (its engine's session raises, as a broken env or format would) is not a
+    death: the rollout and the probe raise it, with the worker's traceback, as the bug would in
+    process, instead of turning worker 1's episodes into the machine's failures every step."""
+    _, model, tasks, seeds, local, pool = setup
+
+    def bug(*args, **kwargs):
+        raise ValueError("a bug in the env")
+    ray.get(pool.actors[1].__ray_call__.remote(lambda self: setattr(self.engine, "session", bug)))
+    try:
+        pids = pool.pids()
+        with pytest.raises(ValueError, match="a bug in the env") as raised:
+            pool.rollout(tasks, SEED, seeds)
+        assert "RolloutWorker.rollout" in str(raised.value) and ", in bug" in str(raised.value)  # the remote frames
+        with pytest.raises(ValueError, match="a bug in the env"):
+            pool.checked_sync(model, pool.weights.version, _probe(model))
+        assert pool.pids() == pids  # nobody died
+    finally:
+        ray.get(pool.actors[1].__ray_call__.remote(lambda self: delattr(self.engine, "session")))
+    assert _rows(pool.rollout(tasks, SEED, seeds)[0]) == _rows(local)
+
+
+def _probe(model) -> SyncProbe:
+    tokenizer = load_tokenizer("tiny")
+    return SyncProbe.build(HFEngine(model, tokenizer, "fp32"), tokenizer, "fp32")
+
+
+@pytest.mark.parametrize("phase", ["load", "probe"])
+def test_a_worker_killed_in_a_sync_is_probed_on_the_weights_it_will_sample(setup, phase):
+    """Worker 1 SIGKILLed as it loads a new version, or as it decodes the probe: Ray restarts it on its
+    own start weights; the pool waits for it, it loads the version before the probe's decode, and the
+    probe passes on it. The trainer runs one probe forward per worker, whoever died (under FSDP each is
+    a collective, and a rank that ran one fewer would hang the others). The next rollout samples the
+    in-process tokens on both workers."""
+    _, model, tasks, seeds, local, pool = setup
+    probe, forwards = _probe(model), []
+    hook = model.register_forward_hook(lambda *_: forwards.append(1))
+    pids = pool.pids()
+    _arm(pool, 1, f"worker1.{phase}")
+    try:
+        gap = pool.checked_sync(model, pool.weights.version + 1, probe)
+    finally:
+        hook.remove()
+    assert len(forwards) == 2 and gap <= 1e-3  # the fp32 tolerance: both probed on the synced weights
+    now = pool.pids()
+    assert now[0] == pids[0] and now[1] != pids[1]  # worker 1 died and is back
+    assert _rows(pool.rollout(tasks, SEED, seeds)[0]) == _rows(local)
+
+
 def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
     """Worker 1 is SIGKILLed as it starts its episodes (a failpoint armed in its process only): its
-    tasks (1 and 3) come back as `worker` failures, worker 0's as sampled; Ray restarts worker 1, which
+    tasks (1 and 3) come back as `worker` failures, worker 0's as sampled. Ray restarts worker 1: the
+    next rollout waits for it within `restart_timeout_s` (and raises, naming it, past that), and it
     loads the current weights with its next episodes and samples as before."""
     _, model, tasks, seeds, local, pool = setup
     arm = lambda self: os.environ.__setitem__("AGENTIC_RL_FAILPOINT", "worker1.rollout")  # noqa: E731
@@ -79,6 +139,10 @@ def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
     hit, _ = pool.rollout(tasks, SEED, seeds)
     assert [all(t.infra_failure == "worker" for t in g.trajectories) for g in hit] == [False, True, False, True]
     assert _rows([hit[0], hit[2]]) == _rows([local[0], local[2]])
+    pool.restart_timeout_s = 0.2  # a Ray worker's process takes seconds to start (torch, the model)
+    with pytest.raises(RuntimeError, match="rollout worker 1 died and did not come back within 0.2s"):
+        pool.rollout(tasks, SEED, seeds)
+    pool.restart_timeout_s = 300.0
     again, _ = pool.rollout(tasks, SEED, seeds)
     assert _rows(again) == _rows(local)
 
@@ -99,7 +163,14 @@ def _train(out, *overrides) -> tuple[list[dict], list[dict]]:
 
 @pytest.fixture(scope="module")
 def in_process(cluster, tmp_path_factory):
-    return _train(tmp_path_factory.mktemp("w0"), "rollout.workers=0")
+    """The run in process at rl.max_staleness k (each made once)."""
+    runs = {}
+
+    def run(k: int = 0):
+        if k not in runs:
+            runs[k] = _train(tmp_path_factory.mktemp(f"k{k}"), "rollout.workers=0", f"rl.max_staleness={k}")
+        return runs[k]
+    return run
 
 
 def _arm(pool: RolloutWorkers, i: int, spec: str) -> None:
@@ -128,7 +199,7 @@ def test_a_run_with_two_workers_trains_as_the_run_in_process(in_process, tmp_pat
     sampler's logprobs may differ in the last bits (fp32 sums in batches of another shape, ~1e-7), and
     through the rollout correction's weights the figures computed from them."""
     rows, trajectories = _train(tmp_path, "rollout.workers=2")
-    want_rows, want = in_process
+    want_rows, want = in_process()
     assert len(trajectories) == len(want) > 0
     assert trajectories == want
     assert [(r["stage"], r["step"]) for r in rows] == [(r["stage"], r["step"]) for r in want_rows]
@@ -136,15 +207,34 @@ def test_a_run_with_two_workers_trains_as_the_run_in_process(in_process, tmp_pat
         _same_figures(a, b)
 
 
-def test_a_worker_killed_mid_rollout_costs_its_episodes_and_the_run_goes_on(in_process, tmp_path, monkeypatch):
-    """Worker 1 SIGKILLed as it starts step 1's episodes: its task's whole group (4 episodes) is the
-    machine's failure in step 1's row, the step trains on worker 0's group, sampled and credited as
-    in process, and the run goes on with worker 1 back (no failures in step 2)."""
-    _armed_runs(monkeypatch, "worker1.rollout:1")
-    rows, trajectories = _train(tmp_path, "rollout.workers=2")
-    want_rows, want = in_process
+# (phase, which of worker 1's entries into it, rl.max_staleness): every phase of a step's life on a
+# worker, at every position in the 2-step run — rollout n is step n's batch; load and probe 1 are the
+# first sync, before step 1, and n > 1 the sync after step n - 1 — at both stalenesses k = 0 and 1
+KILLS = [(phase, n, k) for k in (0, 1) for phase, last in (("rollout", 2), ("load", 3), ("probe", 3))
+         for n in range(1, last + 1)]
+FAST_KILLS = {("rollout", 1, 0), ("probe", 2, 0)}
+
+
+@pytest.mark.parametrize("phase,n,k", [pytest.param(*c, marks=() if c in FAST_KILLS else pytest.mark.slow)
+                                       for c in KILLS])
+def test_a_worker_killed_at_any_phase_of_a_real_step(in_process, tmp_path, monkeypatch, phase, n, k):
+    """Worker 1 SIGKILLed in a training run of 2 workers as it enters `phase` for the n-th time.
+    Mid-rollout: its task's whole group (4 episodes) is the machine's failure in that step's row,
+    the step trains on worker 0's group, sampled and credited as in process, and the run goes on
+    with worker 1 back. Mid-sync or mid-probe: Ray restarts it, it loads the version before its probe
+    and its episodes, and the run is the in-process run token for token."""
+    _armed_runs(monkeypatch, f"worker1.{phase}:{n}")
+    rows, trajectories = _train(tmp_path, "rollout.workers=2", f"rl.max_staleness={k}")
+    want_rows, want = in_process(k)
     rl = {r["step"]: r for r in rows if r.get("stage") == "rl"}
-    assert rl[1]["infra_failures/worker"] == 4 and rl[1]["groups_trained"] == 1
-    assert "infra_failures/worker" not in rl[2]
-    assert [t for t in trajectories if t["step"] == 1] == [t for t in want if t["step"] == 1][:4]
-    assert (tmp_path / "eval.json").exists()
+    assert sorted(rl) == [1, 2] and (tmp_path / "eval.json").exists()
+    if phase != "rollout":
+        assert trajectories == want and not any("infra_failures/worker" in r for r in rl.values())
+        assert all("sync_probe_gap" in r for r in rl.values())
+        for a, b in zip(rows, want_rows):
+            _same_figures(a, b)
+        return
+    assert rl[n]["infra_failures/worker"] == 4 and rl[n]["groups_trained"] == 1
+    assert [s for s, r in rl.items() if "infra_failures/worker" in r] == [n]
+    assert [t for t in trajectories if t["step"] <= n] == [t for t in want if t["step"] < n] + \
+        [t for t in want if t["step"] == n][:4]
