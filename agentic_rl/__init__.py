@@ -12,7 +12,22 @@ Ray actor) does not pull in torch and the trainer.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what editors and type checkers resolve; at run time each name loads on first use
+    from agentic_rl.algorithms.advantages import ADVANTAGE_ESTIMATORS
+    from agentic_rl.algorithms.aggregation import AGGREGATIONS
+    from agentic_rl.algorithms.kl import KL_ESTIMATORS
+    from agentic_rl.algorithms.losses import POLICY_LOSSES
+    from agentic_rl.envs.base import StepResult, ToolEnv
+    from agentic_rl.envs.registry import get_env, register_env
+    from agentic_rl.envs.spec import EnvSpec
+    from agentic_rl.rewards.base import Score
+    from agentic_rl.trainer.checks import check_config
+    from agentic_rl.trainer.config import Config, ConfigError, load_config, with_values
+    from agentic_rl.trainer.evaluate import evaluate
+    from agentic_rl.trainer.loop import train
+    from agentic_rl.types import RolloutBatch, Task, Trajectory, TrajectoryGroup, Turn
 
 # public name -> the module that defines it
 _API = {
@@ -43,7 +58,12 @@ _API = {
     "KL_ESTIMATORS": "agentic_rl.algorithms.kl",
 }
 
-__all__ = sorted(_API)
+__all__ = [  # the names of _API (tests/test_api.py checks they agree)
+    "ADVANTAGE_ESTIMATORS", "AGGREGATIONS", "Config", "ConfigError", "EnvSpec", "KL_ESTIMATORS",
+    "POLICY_LOSSES", "RolloutBatch", "Score", "StepResult", "Task", "ToolEnv", "Trajectory",
+    "TrajectoryGroup", "Turn", "check_config", "evaluate", "get_env", "load_config", "register_env",
+    "train", "with_values",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The data contract between stages (DESIGN.md §4-5). Depends on nothing else in the package.
+"""The data contract between stages. Depends on nothing else in the package.
 
 Tokens are the truth: a `Trajectory` keeps the exact ids the engine sampled (`Turn.action_ids`), the
 engine's logprobs of them, and the exact ids of everything inserted between actions (`Turn.obs_ids`:

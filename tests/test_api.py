@@ -30,3 +30,16 @@ def test_envs_and_the_contract_import_without_torch():
             "agentic_rl.get_env('calculator'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_editors_see_every_exported_name_where_it_is_defined():
+    """The TYPE_CHECKING block names each export from the module the lazy import loads it from, so
+    `from agentic_rl import train` resolves in editors and type checkers as it does at run time."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(agentic_rl.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    seen = {alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert seen == agentic_rl._API
+    assert sorted(agentic_rl.__all__) == sorted(agentic_rl._API)

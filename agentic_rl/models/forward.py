@@ -112,7 +112,7 @@ class SharedPrompt:
         self.ids = tuple(ids)
         self._graph = [t for layer in output_cache(out).layers for t in (layer.keys, layer.values)]
         self._graph.append(out.last_hidden_state[:, -1:])
-        # a frozen layer's keys and values (rl.freeze_layers) need no gradient and have no graph to take one
+        # keys and values of parameters that do not train (frozen ones, a LoRA base) need no gradient and have no graph
         self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._graph]
         self.last = self._leaves[-1]
 

@@ -4,7 +4,7 @@ All episodes of a batch (or `budget.max_concurrent` at a time) decode together i
 (their KV caches kept across turns);
 an episode's env steps the moment its action stops, and the observation tokens it returns are fed
 while the other episodes keep decoding. The loop records the exact ids it fed and the exact ids it sampled, so the
-training sequence is the sampled sequence (DESIGN.md §5).
+training sequence is the sampled sequence (`types.py`; tests/rollout/test_token_exactness.py).
 
 A format whose chat template rewrites the history (`history: "template"`, e.g. `openai_reasoning`)
 is checked after every turn: when its rendering of the whole conversation is not the text of what
