@@ -186,7 +186,8 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
            logger: MetricsLogger) -> Config:
     """The echo-trap monitor after each step: a warning and its remedies become events (and the
     config they leave); a quiet step is the new healthy point a rollback returns to. Weights a
-    remedy restored go to the sampler at once, so the next rollout samples the policy that trains."""
+    remedy restored go to the sampler at once (the Ray workers too), so the next rollout samples the
+    policy that trains."""
     actions = run.cfg.rl.collapse.actions
     warning = monitor.update(record.row())
     if warning is None:
@@ -196,7 +197,9 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
     cfg, events, weights_changed = remedies.apply(actions, run.cfg)
     if weights_changed:
         with run.producer.engine_lock:
-            checked_sync(run.engine, run.model, run.probe)
+            version, _ = checked_sync(run.engine, run.model, run.probe)
+            if run.workers is not None:
+                run.workers.checked_sync(run.model, version, run.probe)
         run.producer.discard(record.step)  # batches sampled by the weights rolled back from: produced again
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})

@@ -19,6 +19,7 @@ from agentic_rl.engines.hf import HFEngine
 from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_tokenizer, tiny_model
+from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.rollout.loop import episode_seeds, rollout
 from agentic_rl.trainer import rl_loop
 from agentic_rl.trainer.config import load_config
@@ -238,3 +239,26 @@ def test_a_worker_killed_at_any_phase_of_a_real_step(in_process, tmp_path, monke
     assert [s for s, r in rl.items() if "infra_failures/worker" in r] == [n]
     assert [t for t in trajectories if t["step"] <= n] == [t for t in want if t["step"] < n] + \
         [t for t in want if t["step"] == n][:4]
+
+
+# (the step whose row warns, so the weights roll back to the step before's, rl.max_staleness): every
+# step of a 4-step run with a healthy step before it and a step after it, at k = 0 and 1, but for
+# those in the last k steps, whose batches ahead the producer has already made (the producer's case:
+# tests/trainer/test_producer.py)
+ROLLBACKS = [(step, k) for k in (0, 1) for step in (2, 3) if step + k < 4]
+
+
+@pytest.mark.parametrize("step,k", [pytest.param(*c, marks=() if c == (2, 1) else pytest.mark.slow)
+                                    for c in ROLLBACKS])
+def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k):
+    """A collapse warning at `step` rolls the weights back to the last healthy step's: the workers get
+    them with the in-process engine, so the steps after it (at k = 1 the batches produced again) sample
+    what the in-process run samples, token for token."""
+    monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
+        {"event": "collapse_warning", "evidence": {}} if row["step"] == step else None))
+    over = ["rl.steps=4", f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]"]
+    _, want = _train(tmp_path / "in_process", "rollout.workers=0", *over)
+    rows, got = _train(tmp_path / "workers", "rollout.workers=2", *over)
+    assert [r["step"] for r in rows if r.get("action") == "rollback" and r["rolled_back"]] == [step]
+    assert sorted({t["step"] for t in got}) == [1, 2, 3, 4]
+    assert got == want
