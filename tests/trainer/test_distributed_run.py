@@ -1,6 +1,7 @@
-"""The real CLI under `torchrun --nproc-per-node 2` (gloo): rank 0 alone logs and writes states, a
-run SIGKILLed mid-checkpoint and resumed under 2 processes ends as the uninterrupted one, and a state
-resumes only at the world size that wrote it. The same with the policy sharded (model.parallel: fsdp):
+"""The real CLI under `torchrun --nproc-per-node 2` (gloo): rank 0 alone logs and writes states; with
+`rollout.rng: episode` RL step 1 on 2 processes samples and trains as on 1 (with one generator per
+rank's batch it samples otherwise, the witness); a run SIGKILLed mid-checkpoint and resumed under 2
+processes ends as the uninterrupted one, and a state resumes only at the world size that wrote it. The same with the policy sharded (model.parallel: fsdp):
 its run follows the DDP run, its resume restores the sharded optimizer state bit for bit.
 
 fp32 on one thread a process, per-step rollout seeds and a gloo sum of two values make the
@@ -9,6 +10,7 @@ uninterrupted 2-process run reproducible itself; wall-clock fields may differ.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +54,37 @@ def test_two_processes_log_once(uninterrupted, tmp_path):
     assert [r["step"] for r in rl] == [1, 2, 3]
     assert all(r["groups_sampled"] == 2 and r["groups_trained"] == 2 for r in rl)
     assert (uninterrupted / "eval.json").exists() and (uninterrupted / "checkpoints" / "rl").exists()
+    # one generator per rank's batch (rollout.rng: batch, the default): the ranks sample other tokens
+    # than one process does — the witness that the comparison below can fail
+    assert _step_one(uninterrupted)[0] != _step_one(single)[0]
+
+
+def _step_one(out: Path) -> tuple[list[dict], dict]:
+    """RL step 1's trajectories (tokens, loss mask, reward, advantages) and metrics row."""
+    rows = [json.loads(line) for line in (out / "trajectories" / "rl.jsonl").read_text().splitlines()]
+    keep = ("token_ids", "loss_mask", "reward", "advantages")
+    return ([{k: r[k] for k in keep} for r in rows if r["step"] == 1],
+            next(r for r in _metrics(out) if r.get("stage") == "rl" and r["step"] == 1))
+
+
+EPISODE = ("--set", "rollout.rng=episode", "--set", "rl.steps=1", "--set", "eval.tasks_per_split=2",
+           "--set", "eval.baselines=false")
+
+
+def test_two_processes_train_step_one_as_one_process_with_a_generator_per_episode(tmp_path):
+    """2 processes against 1, `rollout.rng: episode`: step 1 samples the same tokens (each rank its
+    share of the tasks), so the same loss masks, rewards and advantages, and the update's loss is the
+    same up to fp32 summation order. (A random policy's rewards, and so GRPO's advantages, are all 0:
+    the tokens and the loss, here its entropy term, are what can differ.)"""
+    for procs in (2, 1):
+        proc = _train(tmp_path / f"p{procs}", procs=procs, more=EPISODE)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    (got, got_row), (want, want_row) = _step_one(tmp_path / "p2"), _step_one(tmp_path / "p1")
+    assert len(want) == 8
+    assert got == want
+    # the loss sums 192 per-token fp32 terms, here as two ranks' partial sums: at most ~n·eps = 192 x 6e-8
+    # ~ 1e-5 apart (measured 7e-8)
+    assert got_row["loss"] == pytest.approx(want_row["loss"], rel=1e-5)
 
 
 def test_resume_under_two_processes_after_sigkill_mid_checkpoint(uninterrupted, tmp_path):
