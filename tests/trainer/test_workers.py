@@ -213,7 +213,7 @@ def test_a_run_with_two_workers_trains_as_the_run_in_process(in_process, tmp_pat
 # first sync, before step 1, and n > 1 the sync after step n - 1 — at both stalenesses k = 0 and 1
 KILLS = [(phase, n, k) for k in (0, 1) for phase, last in (("rollout", 2), ("load", 3), ("probe", 3))
          for n in range(1, last + 1)]
-FAST_KILLS = {("rollout", 1, 0), ("probe", 2, 0)}
+FAST_KILLS = {("rollout", 1, 0)}  # the pool-alone tests above kill in a sync and a probe in the fast suite
 
 
 @pytest.mark.parametrize("phase,n,k", [pytest.param(*c, marks=() if c in FAST_KILLS else pytest.mark.slow)
@@ -244,21 +244,22 @@ def test_a_worker_killed_at_any_phase_of_a_real_step(in_process, tmp_path, monke
 # (the step whose row warns, so the weights roll back to the step before's, rl.max_staleness): every
 # step of a 4-step run with a healthy step before it and a step after it, at k = 0 and 1, but for
 # those in the last k steps, whose batches ahead the producer has already made (the producer's case:
-# tests/trainer/test_producer.py)
-ROLLBACKS = [(step, k) for k in (0, 1) for step in (2, 3) if step + k < 4]
+# tests/trainer/test_producer.py); the fast one cut to the 3 steps it needs
+ROLLBACKS = [(step, k, 4) for k in (0, 1) for step in (2, 3) if step + k < 4]
+FAST_ROLLBACK = (2, 0, 3)
 
 
-@pytest.mark.parametrize("step,k", [pytest.param(*c, marks=() if c == (2, 1) else pytest.mark.slow)
-                                    for c in ROLLBACKS])
-def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k):
+@pytest.mark.parametrize("step,k,steps", [pytest.param(*FAST_ROLLBACK)] + [
+    pytest.param(*c, marks=pytest.mark.slow) for c in ROLLBACKS])
+def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k, steps):
     """A collapse warning at `step` rolls the weights back to the last healthy step's: the workers get
     them with the in-process engine, so the steps after it (at k = 1 the batches produced again) sample
     what the in-process run samples, token for token."""
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
         {"event": "collapse_warning", "evidence": {}} if row["step"] == step else None))
-    over = ["rl.steps=4", f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]"]
+    over = [f"rl.steps={steps}", f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]"]
     _, want = _train(tmp_path / "in_process", "rollout.workers=0", *over)
     rows, got = _train(tmp_path / "workers", "rollout.workers=2", *over)
     assert [r["step"] for r in rows if r.get("action") == "rollback" and r["rolled_back"]] == [step]
-    assert sorted({t["step"] for t in got}) == [1, 2, 3, 4]
+    assert sorted({t["step"] for t in got}) == list(range(1, steps + 1))
     assert got == want
