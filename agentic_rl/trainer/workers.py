@@ -7,9 +7,11 @@ with their token ids and logprobs, and the trainer scores them. Weights reach th
 version boundary through Ray's object store (one `ray.put` a sync, read by every worker), and every
 worker is probed (`engines/probe.py`) like the in-process engine.
 
-A worker that dies mid-step costs its own episodes: they come back as infrastructure failures
-(`worker`, trained on by nobody) and the step goes on with the others. Ray restarts the actor; a
-worker that does not hold the current version loads it before its next episodes.
+A worker that dies mid-rollout costs its own episodes (its tasks' whole groups): they come back as
+infrastructure failures (`worker`, trained on by nobody) and the step goes on with the others. Ray
+restarts the actor and the pool waits for it; a worker that does not hold the current version loads
+it before its next episodes or probe, so one that dies mid-sync or mid-probe is probed on the weights
+it will sample. A worker whose code raises is not dead: the error stops the run with its traceback.
 
 Ray connects to the cluster in RAY_ADDRESS, or starts a local one. With `rollout.rng: episode` each
 episode draws from its own seeded generator, so in fp32 the workers sample what the in-process engine
