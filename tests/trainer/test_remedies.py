@@ -75,7 +75,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     collapsed = engine.score(ids)
     monitor = CollapseMonitor()
     monkeypatch.setattr(monitor, "update", lambda record: {"event": "collapse_warning", "evidence": {}})
-    run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None)
+    run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None, workers=None)  # no Ray workers
     run.producer = Producer(run, collect=None, first=1, last=0, max_staleness=0)  # nothing left to produce
     record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0, 1.0)
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
