@@ -96,8 +96,8 @@ class RolloutWorker:
 class RolloutWorkers:
     """The pool: deals a step's tasks to the workers, syncs and probes them, survives their deaths.
 
-    A worker that dies (`RayActorError`) is restarted by Ray and waited for, each wait within
-    `restart_timeout_s`; a worker whose code raises (`RayTaskError`: a bug in the env, the reward's
+    A worker that dies (`RayActorError`) is restarted by Ray and waited for, up to
+    `restart_timeout_s` from the first wait; a worker whose code raises (`RayTaskError`: a bug in the env, the reward's
     inputs, the loop) stops the run with the remote traceback, as the same bug does in process."""
 
     def __init__(self, cfg: Config, start_timeout_s: float = 600.0, restart_timeout_s: float = 300.0):

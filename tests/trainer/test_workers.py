@@ -3,8 +3,10 @@
 In fp32 with a generator per episode (`rollout.rng: episode`), an episode samples the same tokens on
 whichever worker it lands: the workers' groups equal the in-process rollout's, and a whole training
 run with 2 workers equals the in-process run. With one generator per batch they do not (the witness
-that the comparison can fail). A worker killed mid-step costs its own episodes, marked as the
-machine's failures, and the next step has every worker back.
+that the comparison can fail). A worker killed (a failpoint armed in its process only, so not in the
+one Ray restarts) costs its own episodes mid-rollout, marked as the machine's failures, and nothing
+mid-sync or mid-probe; the pool waits for its restart, within a deadline. A worker whose code raises
+stops the step with its traceback. A rollback reaches the workers.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def test_workers_sample_what_the_process_samples_with_a_generator_per_episode(se
 
 
 def test_fewer_tasks_than_workers_leave_a_worker_idle(setup):
-    """One task for two workers (a data-parallel rank's share, a refill round): worker 1 is not called,
-    the task's group is the in-process one; no task, no groups."""
+    """One task for two workers (a data-parallel rank's share, a refill round): the task's group is the
+    in-process one and nothing fails (worker 1 is not called: a rollout of no tasks would be its
+    error); no task, no groups."""
     cfg, _, tasks, seeds, local, pool = setup
     one, stats = pool.rollout(tasks[:1], SEED, seeds[:cfg.rl.tasks.group_size])
     assert _rows(one) == _rows(local[:1]) and stats.episodes == cfg.rl.tasks.group_size
@@ -135,8 +138,7 @@ def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
     next rollout waits for it within `restart_timeout_s` (and raises, naming it, past that), and it
     loads the current weights with its next episodes and samples as before."""
     _, model, tasks, seeds, local, pool = setup
-    arm = lambda self: os.environ.__setitem__("AGENTIC_RL_FAILPOINT", "worker1.rollout")  # noqa: E731
-    ray.get(pool.actors[1].__ray_call__.remote(arm))
+    _arm(pool, 1, "worker1.rollout")
     hit, _ = pool.rollout(tasks, SEED, seeds)
     assert [all(t.infra_failure == "worker" for t in g.trajectories) for g in hit] == [False, True, False, True]
     assert _rows([hit[0], hit[2]]) == _rows([local[0], local[2]])
