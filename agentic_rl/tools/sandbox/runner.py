@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -78,8 +79,9 @@ def run_python(code: str, config: SandboxConfig | None = None) -> ExecResult:
     return execute(command(config, ["-c", code]), config)
 
 
-def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
-    """The full argv: [setpriv ...] bwrap ... python -I -S <python_args>."""
+def command(config: SandboxConfig, python_args: list[str], mounts: Sequence[str] = ()) -> list[str]:
+    """The full argv: [setpriv ...] bwrap ... python -I -S <python_args>. `mounts`: more bwrap mount
+    arguments (a repository session's own tmpfs), made before the root is remounted read-only."""
     bwrap = shutil.which(config.bwrap)
     python = interpreter(config)
     inner = [python, "-I", "-S", "-u", *python_args]  # unbuffered: output before a kill is kept
@@ -101,7 +103,7 @@ def command(config: SandboxConfig, python_args: list[str]) -> list[str]:
     if not str(prefix).startswith("/usr"):
         argv += ["--ro-bind", str(prefix), str(prefix)]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.shm_size_mb << 20), "--tmpfs", "/dev/shm",
-             "--remount-ro", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp",
+             "--remount-ro", "/dev", "--size", str(config.tmp_size_mb << 20), "--tmpfs", "/tmp", *mounts,
              "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
              "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--remount-ro", "/", "--disable-userns", "--as-pid-1", "--"]
     if os.geteuid() != 0:
