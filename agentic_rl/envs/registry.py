@@ -4,11 +4,13 @@ registered the first time a name is looked up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from agentic_rl.envs.spec import EnvSpec
 
 ENVS: dict[str, EnvSpec] = {}
+FAMILIES: dict[str, Callable[[str], EnvSpec]] = {}  # "family" -> spec of "family:argument"
 
 
 def register_env(spec: EnvSpec) -> EnvSpec:
@@ -19,7 +21,12 @@ def register_env(spec: EnvSpec) -> EnvSpec:
 
 
 def get_env(name: str) -> EnvSpec:
+    """A registered env, or `FAMILY:ARGUMENT` made by a registered family (`swe_repair:DIR`: a
+    user's directory of instances)."""
     _load_builtin()
+    family, sep, argument = name.partition(":")
+    if name not in ENVS and sep and family in FAMILIES:
+        return FAMILIES[family](argument)
     if name not in ENVS:
         for ep in entry_points(group="agentic_rl.envs"):
             if ep.name == name:
@@ -38,8 +45,9 @@ def _load_builtin() -> None:
     if _builtin_loaded:
         return
     _builtin_loaded = True
-    from agentic_rl.envs.builtin import calculator, retool, search_r1
+    from agentic_rl.envs.builtin import calculator, retool, search_r1, swe_repair
 
-    for module in (calculator, retool, search_r1):
+    for module in (calculator, retool, search_r1, swe_repair):
         for spec in module.SPECS:
             register_env(spec)
+    FAMILIES["swe_repair"] = swe_repair.instances_spec
