@@ -22,6 +22,7 @@ import random
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentic_rl.data.swe_instances import (
@@ -35,29 +36,41 @@ from agentic_rl.data.swe_instances import (
 )
 from agentic_rl.data.swe_issue import problem_statement, quotes_any
 from agentic_rl.data.swe_mutate import MUTATORS, Mutation, mutate, sites
+from agentic_rl.tools.sandbox.repo import RepoConfig, RepoSession
 
 
-def run_suite(files: Mapping[str, str], python_path: Sequence[str], selectors: Sequence[str] = ()):
-    from agentic_rl.tools.sandbox.repo import RepoSession
+@dataclass(frozen=True)
+class Suite:
+    """A project's pristine files and the baseline its mutants are judged against."""
 
-    with RepoSession(files, python_path=python_path) as session:
+    project: str
+    files: Mapping[str, str]
+    python_path: tuple[str, ...]
+    passing: tuple[str, ...]  # the tests that pass on the pristine files, run after run
+    limit_s: float  # a mutant's run slower than this is dropped
+    config: RepoConfig = RepoConfig()
+
+    @classmethod
+    def of(cls, project: str, files: Mapping[str, str], python_path: Sequence[str],
+           config: RepoConfig | None = None) -> Suite:
+        """The baseline: the tests that pass in two runs; a mutant may take 3x the slower run + 2 s."""
+        config = config or RepoConfig()
+        runs = [run_suite(files, python_path, config=config) for _ in range(2)]
+        passing = tuple(t for t in runs[0].results if all(r.passed(t) for r in runs))
+        return cls(project, files, tuple(python_path), passing, 3 * max(r.seconds for r in runs) + 2.0, config)
+
+
+def run_suite(files: Mapping[str, str], python_path: Sequence[str], selectors: Sequence[str] = (),
+              config: RepoConfig | None = None):
+    with RepoSession(files, config, python_path=python_path) as session:
         return session.run_tests(selectors)
 
 
-def baseline(project: str) -> tuple[list[str], float]:
-    """The tests that pass on the pristine project in two runs, and the slower run's seconds."""
-    files, path = project_files(project), project_meta(project)["python_path"]
-    runs = [run_suite(files, path) for _ in range(2)]
-    passing = [t for t in runs[0].results if all(r.passed(t) for r in runs)]
-    return passing, max(r.seconds for r in runs)
-
-
-def judge(project: str, passing: Sequence[str], limit_s: float, mutation: Mutation, mutated: str, seed: int) -> dict | None:
+def judge(suite: Suite, mutation: Mutation, mutated: str, seed: int) -> dict | None:
     """The instance row of one mutant, or None when the tests do not catch it cleanly."""
-    files = dict(project_files(project))
-    files[mutation.file] = mutated
-    run = run_suite(files, project_meta(project)["python_path"])
-    if run.status != "ok" or run.seconds > limit_s:
+    passing = suite.passing
+    run = run_suite({**suite.files, mutation.file: mutated}, suite.python_path, config=suite.config)
+    if run.status != "ok" or run.seconds > suite.limit_s:
         return None
     failing = [t for t in passing if not run.passed(t)]
     if not failing or len(failing) > max(3, len(passing) // 10):
@@ -65,7 +78,7 @@ def judge(project: str, passing: Sequence[str], limit_s: float, mutation: Mutati
     records = [run.results.get(t) or {"id": t, "error": "the test did not run"} for t in failing]
     if any("TestTimeout" in r.get("error", "") for r in records):
         return None
-    statement = problem_statement(project, records, seed)
+    statement = problem_statement(suite.project, records, seed)
     if quotes_any(statement, mutation.changed_lines()):
         return None
     test_files = {t.split("::")[0] for t in failing}
@@ -74,10 +87,9 @@ def judge(project: str, passing: Sequence[str], limit_s: float, mutation: Mutati
 
 
 def build_project(project: str, seed: int, per_kind: int, workers: int, log=print) -> list[Instance]:
-    passing, base_s = baseline(project)
     files = project_files(project)
-    limit_s = 3 * base_s + 2.0
-    log(f"{project}: {len(passing)} baseline tests pass ({base_s:.2f}s)")
+    suite = Suite.of(project, files, project_meta(project)["python_path"])
+    log(f"{project}: {len(suite.passing)} baseline tests pass (a mutant's run may take {suite.limit_s:.1f}s)")
     out, statements = [], set()
     for kind in MUTATORS.names():
         candidates = list(enumerate(sites(files, kind, lambda p: not is_test_path(p))))
@@ -87,16 +99,14 @@ def build_project(project: str, seed: int, per_kind: int, workers: int, log=prin
             for lo in range(0, min(len(candidates), 6 * per_kind), workers):  # in order: the result is the seed's
                 chunk = candidates[lo: lo + workers]
                 mutants = [(k, *mutate(path, files[path], site)) for k, (path, site) in chunk]
-                rows = pool.map(lambda m, kind=kind: judge(project, passing, limit_s, m[1], m[2],
-                                                           _seed(seed, project, kind, m[0])),
-                                mutants)
+                rows = pool.map(lambda m, kind=kind: judge(suite, m[1], m[2], _seed(seed, project, kind, m[0])), mutants)
                 for (k, mutation, _), row in zip(mutants, rows):
                     if row is None or row["problem_statement"] in statements or kept >= per_kind:
                         continue
                     statements.add(row["problem_statement"])
                     kept += 1
                     out.append(Instance(instance_id=f"{project}__{kind}-{k}", project=project, kind=kind,
-                                        mutation=mutation, python_path=tuple(project_meta(project)["python_path"]),
+                                        mutation=mutation, python_path=suite.python_path,
                                         **{k2: (tuple(v) if isinstance(v, list) else v) for k2, v in row.items()}))
                 if kept >= per_kind:
                     break

@@ -19,6 +19,7 @@ class EnvSpec:
     tasks(split, n, seed) draws tasks;
     demonstration(task, env) returns the messages after the user turn that solve it (for SFT), if
     known; `env` is a fresh instance whose tools produce the observations the demonstration shows.
+    hostile_actions(task, env), if given, are run by `check-env` as the generic hostile actions are.
     """
 
     name: str
@@ -28,6 +29,9 @@ class EnvSpec:
     splits: tuple[str, ...]
     demonstration: Callable[[Task, Env], list[dict]] | None = None
     options: tuple[str, ...] | None = None  # the env.options it reads ("fewshot" is always allowed); None: unchecked
+    # actions that attack what this env holds (its files, its sandbox), for `check-env` beside the
+    # generic hostile actions: hostile_actions(task, env) -> action texts in the env's protocol
+    hostile_actions: Callable[[Task, Env], list[str]] | None = None
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """An option the env never reads is a typo the run would silently ignore: refuse it."""

@@ -165,9 +165,12 @@ def _final(actions: list[str], turn: int, tokenizer) -> str:
 
 
 def _bad_actions(spec: EnvSpec, options, task: Task) -> Check:
+    """The generic hostile actions, then the env's own (`EnvSpec.hostile_actions`: escapes from its
+    files or its sandbox), each on a fresh env."""
     def run() -> str:
         fmt = spec.make_env(options).format
-        for text in hostile_actions(fmt.stop_strings, seed=0):
+        own = _own_hostile(spec, options, task)
+        for text in [*hostile_actions(fmt.stop_strings, seed=0), *own]:
             env = spec.make_env(options)
             env.reset(task)
             try:
@@ -177,8 +180,18 @@ def _bad_actions(spec: EnvSpec, options, task: Task) -> Check:
             assert isinstance(result, StepResult), f"step returned {type(result).__name__}"
             assert math.isfinite(result.reward), f"non-finite reward for {text[:40]!r}"
             assert all(isinstance(m["content"], str) for m in result.observation), "observation content not text"
-        return "hostile actions give observations or an ending, never an exception"
+        return (f"hostile actions ({len(own)} of the env's own) give observations or an ending, never an exception")
     return _guard("bad actions are observations", run)
+
+
+def _own_hostile(spec: EnvSpec, options, task: Task) -> list[str]:
+    if spec.hostile_actions is None:
+        return []
+    env = spec.make_env(options)
+    try:
+        return spec.hostile_actions(task, env)
+    finally:
+        close_env(env)
 
 
 def hostile_actions(stop_strings: tuple[str, ...], seed: int) -> list[str]:

@@ -280,13 +280,63 @@ def make_reward(options: Mapping[str, Any]) -> RepoTestsReward:
     return RepoTestsReward(float(options.get("partial_weight", 0.0)), repo_config(options))
 
 
+# ----------------------------------------------------------------------------- hostile actions
+# Code planted at the top of a test module, run by run_tests: each must be contained by the
+# sandbox and end as an observation (tests/envs/test_swe_repair_hostile.py checks the host).
+PAYLOADS = {
+    "symlink": "import os\nos.symlink('/etc/passwd', 'leak.txt')\nos.symlink('/', 'root')\n",
+    "delete": "import shutil\nshutil.rmtree('/repo', ignore_errors=True)\n",
+    "fork": ("import os, subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+             "for _ in range(200):\n    try:\n        if os.fork() == 0:\n            os.execv('/bin/sleep', ['sleep', '600'])\n"
+             "    except OSError:\n        break\n"),
+    "hang": "def test_hang():\n    while True:\n        pass\n",
+    "escape": ("for p in ('/usr/escape', '/escape', '/proc/1/fd/1', '/proc/1/fd/0'):\n    try:\n"
+               "        open(p, 'w').write('{\"results\": []}\\n')\n    except OSError:\n        pass\n"),
+}
+
+
+def hostile_actions(task: Task, env: SweRepairEnv) -> list[str]:
+    """Paths outside the repository, and code planted in a test module (a symlink out, deleting the
+    repository, forking daemons, a hang, writes outside the copy and into the worker's pipes),
+    each followed by a test run and reads."""
+    inst = data.instance_of(task)
+    test_file = inst.FAIL_TO_PASS[0].split("::")[0]
+    anchor = _unique_statement_line(inst.files()[test_file])
+
+    def call(name: str, **args) -> str:
+        message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": name, "arguments": args}}]}
+        return env.format.render_assistant_body(message)
+    out = [call("read_file", path="../../../../etc/passwd"), call("read_file", path="/etc/passwd"),
+           call("list_files", path="/"), call("search", pattern="root", path="/etc"),
+           call("edit", path="../outside.py", old="a", new="b"), call("read_file", path=test_file, start=-5, end=10 ** 9),
+           call("run_tests", tests="/etc/passwd ../x.py " + "y" * 5000)]
+    for code in PAYLOADS.values():
+        out.append(call("edit", path=test_file, old=anchor, new=code + anchor) + call("run_tests", tests=test_file)
+                   + call("read_file", path="leak.txt") + call("list_files", path="root") + call("list_files"))
+    return out
+
+
+def _unique_statement_line(source: str) -> str:
+    """The first line that starts a top-level statement and occurs once (code inserted before it runs
+    on import)."""
+    import ast
+
+    lines = source.split("\n")
+    for node in ast.parse(source).body:
+        line = lines[node.lineno - 1]
+        if source.count(line) == 1:
+            return line
+    raise ValueError("no unique top-level statement line")
+
+
 # ----------------------------------------------------------------------------- specs
 def shipped_tasks(split: str, n: int, seed: int) -> list[Task]:
     return data.make_tasks(data.load_shipped(), split, n, seed)
 
 
 SPEC = EnvSpec(name="swe_repair", make_env=SweRepairEnv, make_reward=make_reward, tasks=shipped_tasks,
-               splits=data.SPLITS, options=OPTIONS, demonstration=demonstration)
+               splits=data.SPLITS, options=OPTIONS, demonstration=demonstration, hostile_actions=hostile_actions)
 SPECS = (SPEC,)
 
 
@@ -297,4 +347,4 @@ def instances_spec(directory: str) -> EnvSpec:
     splits = tuple(sorted({i.split for i in instances}, key=lambda s: (s != "train", s)))
     return EnvSpec(name=f"swe_repair:{directory}", make_env=SweRepairEnv, make_reward=make_reward,
                    tasks=lambda split, n, seed: data.make_tasks(instances, split, n, seed), splits=splits,
-                   options=OPTIONS, demonstration=None)
+                   options=OPTIONS, demonstration=None, hostile_actions=hostile_actions)

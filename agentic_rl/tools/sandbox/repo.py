@@ -62,6 +62,8 @@ class RepoError(Exception):
 class TestRun:
     """One run: `results` maps node ids to {"outcome", "error", "where", "line", "call", ...}."""
 
+    __test__ = False  # not a test class, whatever its name says to pytest
+
     results: Mapping[str, Mapping] = field(default_factory=dict)
     status: str = "ok"  # "ok", "timeout", "killed by SIGXFSZ", "exit code 2", ...
     output: str = ""
@@ -107,6 +109,8 @@ class TestCommand:
     """A repository's own test command, e.g. "python -m pytest -rA {tests}" with log_parser "pytest":
     run in the repository inside the sandbox ("python" is the sandbox's interpreter), its output
     read by `LOG_PARSERS[log_parser]`. None (the default everywhere) runs the built-in runner."""
+
+    __test__ = False
 
     command: str
     log_parser: str = "pytest"
