@@ -79,7 +79,7 @@ def judge(suite: Suite, mutation: Mutation, mutated: str, seed: int) -> dict | N
     if any("TestTimeout" in r.get("error", "") for r in records):
         return None
     statement = problem_statement(suite.project, records, seed)
-    if quotes_any(statement, mutation.changed_lines()):
+    if quotes_any(statement, mutation.telling_lines()):
         return None
     test_files = {t.split("::")[0] for t in failing}
     p2p = [t for t in passing if t not in failing and t.split("::")[0] in test_files]

@@ -97,10 +97,17 @@ def project_files(project: str) -> Mapping[str, str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _user_tree(snapshot: str) -> Mapping[str, bytes]:
+def _user_tree(snapshot: str) -> Mapping[str, str | bytes]:
+    """A snapshot's files: text where it decodes as UTF-8 (so edits apply), bytes otherwise."""
     from agentic_rl.tools.sandbox.repo import read_tree
 
-    return read_tree(snapshot)
+    out: dict[str, str | bytes] = {}
+    for path, raw in read_tree(snapshot).items():
+        try:
+            out[path] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out[path] = raw
+    return out
 
 
 def project_meta(project: str) -> dict:

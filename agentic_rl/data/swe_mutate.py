@@ -15,6 +15,7 @@ search/replace, the env's own edit tool.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 
@@ -55,6 +56,13 @@ class Mutation:
         """The mutated lines that differ from the original ones (what an issue must never quote)."""
         before = set(self.before.splitlines())
         return [line for line in self.after.splitlines() if line.strip() and line not in before]
+
+    def telling_lines(self) -> list[str]:
+        """What would give the bug or its fix away if an issue quoted it: the changed lines and the
+        original lines the mutation changed or removed, those that hold a word (a lone `)` tells nothing)."""
+        after = set(self.after.splitlines())
+        lines = self.changed_lines() + [line for line in self.before.splitlines() if line not in after]
+        return [line for line in lines if re.search(r"\w\w", line)]
 
     def to_dict(self) -> dict:
         return asdict(self)
