@@ -228,3 +228,26 @@ def test_no_sandbox_process_temp_dir_or_fd_remains_after_200_episodes(tokenizer)
     reward = make_reward({})
     assert [reward(t.task, t).value for t in trajectories] == [0.0] * 200
     assert _host_state() == before
+
+
+@pytest.mark.slow
+def test_demonstrations_score_one_on_every_shipped_instance():
+    """The demonstrations as the policy, on all shipped instances (~10 minutes on 2 busy cores):
+    the env is right wherever the small model scores low."""
+    from agentic_rl.data.swe_demos import demonstration
+    from agentic_rl.envs.builtin.swe_repair import SweRepairEnv
+
+    reward = make_reward({})
+
+    def score(inst) -> tuple[str, float]:
+        task = data.to_task(inst)
+        env = SweRepairEnv({})
+        try:
+            demo = demonstration(task, env)
+        finally:
+            env.close()
+        calls = [(c["function"]["name"], c["function"]["arguments"]) for m in demo for c in m.get("tool_calls", ())]
+        return inst.instance_id, reward(task, _trajectory(task, *calls)).value
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        scores = dict(pool.map(score, data.load_shipped()))
+    assert {k: v for k, v in scores.items() if v != 1.0} == {} and len(scores) == len(data.load_shipped())

@@ -19,6 +19,7 @@ Options (a recipe's `env.options`):
   memory_mb              the episode's sandbox as a whole (default 1024)
   partial_weight         the shaping weight of the fraction fixed (default 0.0: outcome only)
   format                 the tool-call protocol (default hermes)
+  fewshot                prepend one worked episode (a train instance) as chat turns
 
 A user's own instances (SWE-bench schema, `data/swe_instances.load_dir`) are the env
 `swe_repair:DIR` (the tasks come from the env's name, since a recipe's tasks are drawn before any
@@ -86,6 +87,7 @@ class SweRepairEnv(ToolEnv):
         self.sandbox_seconds = 0.0
         tools = [self.list_files, self.read_file, self.search, self.edit, self.run_tests, self.submit]
         super().__init__(tools, SYSTEM_PROMPT, format=get_format(options.get("format", "hermes")),
+                         fewshot=fewshot_messages(self.budget) if options.get("fewshot") else (),
                          timeout_s=self.config.sandbox.timeout_s + 30.0, max_result_chars=self.budget + 200)
 
     def reset(self, task: Task) -> list[dict]:
@@ -188,6 +190,17 @@ class SweRepairEnv(ToolEnv):
         return "Submitted."
 
 
+@functools.lru_cache(maxsize=4)
+def fewshot_messages(budget: int) -> tuple[dict, ...]:
+    """One worked episode on a train instance, run once in the real sandbox (the few-shot baseline)."""
+    task = data.make_tasks(data.load_shipped(), "train", 1, 777)[0]
+    env = SweRepairEnv({"max_observation_chars": budget})
+    try:
+        return ({"role": "user", "content": task.prompt}, *demonstration(task, env))
+    finally:
+        env.close()
+
+
 def test_report(run: TestRun) -> str:
     counts: dict[str, int] = {}
     for r in run.results.values():
@@ -248,23 +261,27 @@ class RepoTestsReward:
         inst = data.instance_of(task)
         changed = patched_files(inst, trajectory)
         if not changed:
-            return Score(0.0, {"resolved": 0.0, "f2p_fixed": 0.0, "p2p_kept": 1.0, "edited": 0.0})
+            return Score(0.0, {"correct": 0.0, "resolved": 0.0, "f2p_fixed": 0.0, "p2p_kept": 1.0, "edited": 0.0,
+                               "sandbox_s": 0.0})
         digest = hashlib.sha256(repr(sorted((p, v) for p, v in changed.items())).encode()).hexdigest()
-        fixed, kept = _judge(inst.instance_id, digest, task, changed, self.config)
+        fixed, kept, seconds = _judge(inst.instance_id, digest, task, changed, self.config)
         resolved = float(fixed == 1.0 and kept == 1.0)
         value = resolved or self.partial_weight * fixed * float(kept == 1.0)
-        return Score(value, {"resolved": resolved, "f2p_fixed": fixed, "p2p_kept": kept, "edited": 1.0},
-                     cost=time.perf_counter() - start)
+        # `correct` is what evaluation's accuracy and the step metrics read; sandbox_s (logged per
+        # step as reward/sandbox_s) the seconds this episode's judging run held a sandbox (0 when cached)
+        return Score(value, {"correct": resolved, "resolved": resolved, "f2p_fixed": fixed, "p2p_kept": kept,
+                             "edited": 1.0, "sandbox_s": seconds}, cost=time.perf_counter() - start)
 
 
 _CACHE: OrderedDict = OrderedDict()  # (instance, patch digest) -> (fixed, kept): a group often repeats a patch
 
 
-def _judge(instance_id: str, digest: str, task: Task, changed: Mapping, config: RepoConfig) -> tuple[float, float]:
+def _judge(instance_id: str, digest: str, task: Task, changed: Mapping, config: RepoConfig) -> tuple[float, float, float]:
+    """(fraction of FAIL_TO_PASS passing, fraction of PASS_TO_PASS passing, sandbox seconds)."""
     key = (instance_id, digest, config)
     if key in _CACHE:
         _CACHE.move_to_end(key)
-        return _CACHE[key]
+        return (*_CACHE[key], 0.0)
     inst = data.instance_of(task)
     with session_for(inst, config, {**inst.files(), **changed}) as session:
         run = session.run_tests([*inst.FAIL_TO_PASS, *inst.PASS_TO_PASS])
@@ -273,7 +290,7 @@ def _judge(instance_id: str, digest: str, task: Task, changed: Mapping, config: 
     _CACHE[key] = (fixed, kept)
     if len(_CACHE) > 4096:
         _CACHE.popitem(last=False)
-    return fixed, kept
+    return fixed, kept, session.sandbox_seconds
 
 
 def make_reward(options: Mapping[str, Any]) -> RepoTestsReward:
