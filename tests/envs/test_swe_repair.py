@@ -80,6 +80,9 @@ def user_dir(tmp_path) -> Path:
             {"instance_id": "stats-1-unittest", "snapshot": "stats-1", "problem_statement": "median is wrong for even lists",
              "FAIL_TO_PASS": json.dumps([dotted[2]]), "PASS_TO_PASS": json.dumps([dotted[0], dotted[1], dotted[3]]),
              "test_command": "python -m unittest -v {tests}", "log_parser": "unittest", "split": "test"}]
+    # the same two bugs reported in other words: three instances a split, as a seeded split needs
+    rows += [{**r, "instance_id": f"{r['instance_id']}-{k}", "snapshot": "stats-1",
+              "problem_statement": f"{r['problem_statement']} (report {k})"} for r in rows[:2] for k in (2, 3)]
     (tmp_path / "instances.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp_path
 
@@ -251,3 +254,9 @@ def test_demonstrations_score_one_on_every_shipped_instance():
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         scores = dict(pool.map(score, data.load_shipped()))
     assert {k: v for k, v in scores.items() if v != 1.0} == {} and len(scores) == len(data.load_shipped())
+
+
+def test_check_env_on_a_users_directory(tokenizer, user_dir):
+    """A user's instances (dotted unittest ids, no demonstrations): every check passes or is skipped."""
+    checks = check_env(f"swe_repair:{user_dir}", tokenizer, FAST, n=3)
+    assert [c for c in checks if not c.passed] == []

@@ -317,8 +317,10 @@ def hostile_actions(task: Task, env: SweRepairEnv) -> list[str]:
     repository, forking daemons, a hang, writes outside the copy and into the worker's pipes),
     each followed by a test run and reads."""
     inst = data.instance_of(task)
-    test_file = inst.FAIL_TO_PASS[0].split("::")[0]
-    anchor = _unique_statement_line(inst.files()[test_file])
+    files = inst.files()
+    named = [t.split("::")[0] for t in inst.FAIL_TO_PASS if t.split("::")[0] in files]
+    test_file = (named or sorted(p for p in files if p.endswith(".py") and inst.is_test_file(p)) or [""])[0]
+    anchor = _unique_statement_line(files[test_file]) if isinstance(files.get(test_file), str) else None
 
     def call(name: str, **args) -> str:
         message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
@@ -328,23 +330,23 @@ def hostile_actions(task: Task, env: SweRepairEnv) -> list[str]:
            call("list_files", path="/"), call("search", pattern="root", path="/etc"),
            call("edit", path="../outside.py", old="a", new="b"), call("read_file", path=test_file, start=-5, end=10 ** 9),
            call("run_tests", tests="/etc/passwd ../x.py " + "y" * 5000)]
-    for code in PAYLOADS.values():
+    for code in PAYLOADS.values() if anchor else ():  # a repository with no test module to plant code in
         out.append(call("edit", path=test_file, old=anchor, new=code + anchor) + call("run_tests", tests=test_file)
                    + call("read_file", path="leak.txt") + call("list_files", path="root") + call("list_files"))
     return out
 
 
-def _unique_statement_line(source: str) -> str:
+def _unique_statement_line(source: str) -> str | None:
     """The first line that starts a top-level statement and occurs once (code inserted before it runs
-    on import)."""
+    on import), if any."""
     import ast
 
     lines = source.split("\n")
-    for node in ast.parse(source).body:
-        line = lines[node.lineno - 1]
-        if source.count(line) == 1:
-            return line
-    raise ValueError("no unique top-level statement line")
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    return next((lines[n.lineno - 1] for n in body if source.count(lines[n.lineno - 1]) == 1), None)
 
 
 # ----------------------------------------------------------------------------- specs
