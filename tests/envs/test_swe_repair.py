@@ -25,7 +25,7 @@ from agentic_rl.tools.sandbox.memory import memory_cgroup_parent
 from agentic_rl.types import ToolCall, Trajectory, Turn
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-FAST = {"per_test_s": 1.0}
+FAST = {"per_test_s": 1.0}  # stops the hostile actions' hanging test soon; the projects' own tests take milliseconds
 
 STATS = '''def mean(xs):
     return sum(xs) / len(xs)
@@ -108,7 +108,7 @@ def test_check_env_passes_every_check_and_the_host_is_as_it_was(tokenizer):
     (paths out, a planted symlink, deleting the repository, forked daemons, a hang, writes outside
     the copy): observations only, and nothing of the host changed."""
     before = _host_state()
-    checks = check_env("swe_repair", tokenizer, FAST, n=2)
+    checks = check_env("swe_repair", tokenizer, FAST, n=1)
     assert [c for c in checks if not c.passed] == []
     assert "12 of the env's own" in next(c.detail for c in checks if c.name == "bad actions are observations")
     assert _host_state() == before
@@ -220,11 +220,11 @@ def test_no_sandbox_process_temp_dir_or_fd_remains_after_200_episodes(tokenizer)
         envs.append(spec.make_env(FAST))
         return envs[-1]
 
-    def run(part):  # four rollouts at once, as concurrent episodes are
+    def run(part):  # eight rollouts at once, as concurrent episodes are
         return rollout(ScriptedEngine(tokenizer, script), tokenizer, make, part, 1,
                        SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(4, 64, 256))[0]
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        groups = [g for part in pool.map(run, [tasks[i::4] for i in range(4)]) for g in part]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        groups = [g for part in pool.map(run, [tasks[i::8] for i in range(8)]) for g in part]
     trajectories = [g.trajectories[0] for g in groups]
     assert all(t.terminated and len(t.turns) == 2 and t.turns[0].observation.startswith("tests/") for t in trajectories)
     assert all(e.session is None for e in envs)

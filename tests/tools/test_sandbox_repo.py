@@ -65,6 +65,8 @@ def test_file_operations_and_paths_outside_the_repository():
         assert s.list_files() == ["calc/__init__.py", "tests/test_calc.py"]
         assert s.read("calc/__init__.py", 2, 2)["lines"] == ["    return a + b"]
         assert s.search("return")["hits"] == [["calc/__init__.py", 2, "    return a + b"]]
+        with pytest.raises(RepoError, match="pattern is empty"):
+            s.search("")
         for bad in ("../etc/passwd", "/etc/passwd", "calc/../../x", "/repo/../etc"):
             with pytest.raises(RepoError, match="outside the repository"):
                 s.read(bad)

@@ -140,6 +140,8 @@ class SweRepairEnv(ToolEnv):
         except RepoError as e:
             return f"Error: {e}"
         lines = [f"{got['start'] + i}: {line}" for i, line in enumerate(got["lines"])]
+        if not lines:
+            return f"{got['path']} has {got['total']} lines: nothing from line {got['start']}"
         head = f"{got['path']} (lines {got['start']}-{got['start'] + len(lines) - 1} of {got['total']})\n"
         return cut(head + "\n".join(lines), self.budget, "read fewer lines with start and end")
 

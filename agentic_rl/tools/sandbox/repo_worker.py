@@ -128,6 +128,8 @@ def op_read(req: dict) -> dict:
 def op_search(req: dict) -> dict:
     full, _ = _where(req.get("path", "."))
     pattern = req["pattern"]
+    if not pattern:
+        raise ValueError("the pattern is empty: give the text to look for")
     match = re.compile(pattern).search if req.get("regex") else (lambda line: pattern in line)
     hits, cap = [], int(req.get("max_hits", 200))
     files = list(_walk(full)) if os.path.isdir(full) else [os.path.relpath(full, ROOT)]
