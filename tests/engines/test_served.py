@@ -59,7 +59,14 @@ def served(tiny, tokenizer):
 
 
 def _children() -> set[int]:
-    return {int(c) for t in Path("/proc/self/task").iterdir() for c in (t / "children").read_text().split()}
+    """This process's child processes (of every thread; a thread that ends while they are read is skipped)."""
+    out: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            out.update(int(c) for c in (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def _trainer_logprobs(model, ids, temperature=1.0):
