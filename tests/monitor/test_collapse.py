@@ -64,8 +64,8 @@ def test_the_tiny_recipe_logs_warning_and_remediation_events(tmp_path, monkeypat
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "sft.examples=0", "eval.baselines=false",
                                             "eval.tasks_per_split=2", "rl.collapse.actions=[entropy_bonus, lower_lr]"])
     loop.train(cfg)
-    events = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
-              if '"stage": "event"' in line and "memory_estimate" not in line]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    events = [r for r in rows if r["stage"] == "event" and r["event"] not in ("machine", "memory_estimate")]
     assert [e.get("action", e["event"]) for e in events[:3]] == ["collapse_warning", "entropy_bonus", "lower_lr"]
     assert events[0]["step"] == 1
     rl = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in line]
