@@ -1,4 +1,5 @@
-"""`agentic-rl train | sft | eval | serve | ...`: the command line. Errors a user can fix print one line and exit 2."""
+"""`agentic-rl train | sft | eval | serve | ...`: the command line. A mistake the user can fix (`UserError`:
+a recipe, a file, a flag) prints one line and exits 2; anything else keeps its traceback and exits 1."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from agentic_rl.errors import UserError, UserFileError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 def _train(args) -> int:
     """`train`, or `sft`: the SFT phase alone (checkpoint, held-out eval, graduation report)."""
     from agentic_rl.engines.probe import WeightSyncError
-    from agentic_rl.trainer.config import ConfigError, load_config
+    from agentic_rl.trainer.config import load_config
     from agentic_rl.trainer.loop import train
     from agentic_rl.trainer.rl_loop import TrainingDiverged
     from agentic_rl.trainer.rl_step import InfrastructureFailure
@@ -104,7 +107,7 @@ def _train(args) -> int:
                 print(json.dumps(plans, indent=2))
             return 0
         results = train(cfg, getattr(args, "resume", None))
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
+    except UserError as e:
         return _error(e)
     except (TrainingDiverged, InfrastructureFailure, WeightSyncError) as e:
         print(f"agentic-rl: stopped: {e}", file=sys.stderr)
@@ -116,21 +119,20 @@ def _train(args) -> int:
 
 def _error(e: Exception) -> int:
     """A mistake the user can fix: one line, exit status 2."""
-    msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-    print(f"agentic-rl: error: {msg}", file=sys.stderr)
+    print(f"agentic-rl: error: {e}", file=sys.stderr)
     return 2
 
 
 def _check_path(path: str, flag: str) -> None:
     if not Path(path).exists():
-        raise FileNotFoundError(f"{flag}: {path} does not exist")
+        raise UserFileError(f"{flag}: {path} does not exist")
 
 
 def _eval(args) -> int:
     from agentic_rl.engines.hf import HFEngine
     from agentic_rl.monitor.logger import readable, write_readable
     from agentic_rl.trainer.checks import check_config
-    from agentic_rl.trainer.config import ConfigError, load_config, with_values
+    from agentic_rl.trainer.config import load_config, with_values
     from agentic_rl.trainer.distributed import World
     from agentic_rl.trainer.evaluate import evaluate, load_task_file
     from agentic_rl.trainer.loop import prepare, resolve_machine
@@ -142,7 +144,7 @@ def _eval(args) -> int:
         cfg = with_values(load_config(args.config, args.overrides), {"model.name": args.checkpoint})
         check_config(cfg)
         tasks = load_task_file(args.tasks) if args.tasks else None  # a broken line fails before the model loads
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
+    except UserError as e:
         return _error(e)
     cfg, machine = resolve_machine(cfg, World())
     print(f"agentic-rl: eval {args.checkpoint}: {machine}", flush=True)
@@ -185,7 +187,7 @@ def _sandbox(args) -> int:
         code = Path(args.file).read_text()
         config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, memory_guard=args.memory_guard)
         result = run_python(code, config)
-    except (OSError, SandboxUnavailable) as e:
+    except (OSError, SandboxUnavailable) as e:  # the file to run, or no sandbox on this machine
         print(f"agentic-rl: error: {e}", file=sys.stderr)
         return 2
     print(result.to_json())
@@ -197,31 +199,38 @@ def _serve(args) -> int:
 
     try:
         serve(args.checkpoint, args.host, args.port, args.precision, args.device, args.record, args.history)
-    except (FileNotFoundError, ValueError) as e:
+    except UserError as e:
         return _error(e)
     return 0
 
 
 def _seeds(args) -> int:
-    from agentic_rl.trainer.config import ConfigError, load_config
+    from agentic_rl.trainer.config import load_config
     from agentic_rl.trainer.seeds import SeedFailed, run_seeds
 
     try:
-        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        seeds = _seed_list(args.seeds)
         cfg = load_config(args.config, args.overrides)
         if args.start:
             _check_path(args.start, "--from")
-    except (ConfigError, FileNotFoundError, ValueError) as e:
-        return _error(e)
-    try:
         summary = run_seeds(args.config, seeds, args.overrides, cfg.run_dir, args.start)
-    except (SeedFailed, ValueError) as e:
+    except UserError as e:
         return _error(e)
+    except SeedFailed as e:  # a seed's own run failed: its command and log say why
+        print(f"agentic-rl: stopped: {e}", file=sys.stderr)
+        return 1
     for split, f in summary["accuracy"].items():
         print(f"{summary['stage']} {split}: mean {f['mean']:.3f}, 95% interval [{f['interval'][0]:.3f}, "
               f"{f['interval'][1]:.3f}], seeds {' '.join(f'{v:.3f}' for v in f['values'])}")
     print(f"wrote {cfg.run_dir / 'seeds.json'}")
     return 0
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds: expected comma-separated integers, got {text!r}") from None
 
 
 def _compare(args) -> int:
@@ -235,7 +244,7 @@ def _compare(args) -> int:
             print("\n" + by_template)
         if args.plot:
             print(f"\nwrote {compare.plot(results, args.plot)}")
-    except (FileNotFoundError, KeyError, ImportError) as e:
+    except UserError as e:
         return _error(e)
     return 0
 
@@ -249,9 +258,8 @@ def _check_env(args) -> int:
     options = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in args.options)}
     try:
         checks = check_env(args.name, load_tokenizer("smollm2"), options)
-    except KeyError as e:
-        print(f"agentic-rl: error: {e.args[0]}", file=sys.stderr)
-        return 2
+    except UserError as e:
+        return _error(e)
     for c in checks:
         print(f"{'PASS' if c.passed else 'FAIL'}  {c.name}: {c.detail}")
     failed = sum(not c.passed for c in checks)

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from importlib import metadata
 from typing import Generic, TypeVar
 
+from agentic_rl.errors import UnknownName
+
 F = TypeVar("F", bound=Callable)
 
 
@@ -32,7 +34,7 @@ class Registry(Generic[F]):
         try:
             return self._items[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self._items))}") from None
+            raise UnknownName(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self._items))}") from None
 
     __getitem__ = get
 

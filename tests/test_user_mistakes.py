@@ -96,6 +96,33 @@ def test_a_mistake_gets_one_clear_line(mistake, argv, expected, tmp_path, monkey
     assert "Traceback" not in line
 
 
+@pytest.mark.parametrize("bug", [KeyError("'step'"), ValueError("shapes (3,) and (4,) differ"), TypeError("x")])
+def test_a_bug_keeps_its_traceback(bug, monkeypatch, capsys):
+    """An exception that is not a user's mistake (here raised inside the run, as a bug of ours would be)
+    leaves `main` with its traceback (the interpreter's exit 1), never as a one-line 'error' of exit 2."""
+    from agentic_rl.trainer import loop
+
+    def broken(*args, **kwargs):
+        raise bug
+
+    monkeypatch.setattr(loop, "train", broken)
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(type(bug)):
+        main(["train", TINY])
+    assert "agentic-rl: error" not in capsys.readouterr().err
+
+
+def test_a_bug_in_an_env_check_keeps_its_traceback(monkeypatch):
+    from agentic_rl.rollout import conformance
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug, not an unknown env")
+
+    monkeypatch.setattr(conformance, "check_env", broken)
+    with pytest.raises(KeyError):
+        main(["check-env", "calculator"])
+
+
 def test_there_are_at_least_twenty_mistakes():
     assert len(CASES) >= 20
 

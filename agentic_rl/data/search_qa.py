@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.types import Task
 
 WORLD_SEED = 2024
@@ -102,7 +103,7 @@ def load_corpus(source: str = "kb") -> list:
         return kb_passages()
     path = Path(source)
     if not path.exists():
-        raise FileNotFoundError(f"corpus file not found: {path}")
+        raise UserFileError(f"corpus file not found: {path}")
     passages = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -111,7 +112,7 @@ def load_corpus(source: str = "kb") -> list:
             row = json.loads(line)
             passages.append(Passage(str(row["id"]), str(row.get("title", "")), str(row["text"])))
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: expected a JSON object with 'id' and 'text' ({type(e).__name__}: {e})") from None
+            raise UserDataError(f"{path}:{n}: expected a JSON object with 'id' and 'text' ({type(e).__name__}: {e})") from None
     return passages
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentic_rl.data.swe_mutate import HELDOUT_KINDS, Mutation
+from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.types import Task
 
 PROJECTS_DIR = Path(__file__).parent / "swe_projects"
@@ -142,7 +143,7 @@ def load_dir(directory: str | Path) -> tuple[Instance, ...]:
     directory = Path(directory).resolve()
     index = directory / "instances.jsonl"
     if not index.is_file():
-        raise FileNotFoundError(f"{index}: a directory of instances holds instances.jsonl (docs/envs/swe_repair.md)")
+        raise UserFileError(f"{index}: a directory of instances holds instances.jsonl (docs/envs/swe_repair.md)")
     out = []
     for n, line in enumerate(index.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -150,17 +151,17 @@ def load_dir(directory: str | Path) -> tuple[Instance, ...]:
         row = json.loads(line)
         missing = [k for k in ("instance_id", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS") if k not in row]
         if missing:
-            raise ValueError(f"{index}:{n}: missing {', '.join(missing)}")
+            raise UserDataError(f"{index}:{n}: missing {', '.join(missing)}")
         snapshot = (directory / row.get("snapshot", row["instance_id"])).resolve()
         if not snapshot.is_dir() or directory not in (snapshot, *snapshot.parents):
-            raise ValueError(f"{index}:{n}: no snapshot directory {snapshot} inside {directory}")
+            raise UserDataError(f"{index}:{n}: no snapshot directory {snapshot} inside {directory}")
         inst = Instance.from_dict({**row, "snapshot": str(snapshot), "project": row.get("project", row["instance_id"]),
                                    "mutation": None, "kind": "user"})
         if not inst.FAIL_TO_PASS:
-            raise ValueError(f"{index}:{n}: FAIL_TO_PASS is empty: nothing would tell a fix from no fix")
+            raise UserDataError(f"{index}:{n}: FAIL_TO_PASS is empty: nothing would tell a fix from no fix")
         out.append(inst)
     if not out:
-        raise ValueError(f"{index}: no instances")
+        raise UserDataError(f"{index}: no instances")
     return tuple(out)
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.errors import UserDataError, UserFileError
 
 
 @dataclass
@@ -100,12 +101,12 @@ class BatchingWorker:
 
         files = sorted(Path(path).glob("*.safetensors"))
         if not files:
-            raise FileNotFoundError(f"no *.safetensors in {path}")
+            raise UserFileError(f"no *.safetensors in {path}")
         state = {k: v for f in files for k, v in load_file(f).items()}
         with self.lock:
             missing, unexpected = self.engine.model.load_state_dict(state, strict=False)
             if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:  # a tied head is not saved
-                raise ValueError(f"weights of another model: missing {missing[:3]}, unexpected {unexpected[:3]}")
+                raise UserDataError(f"weights of another model: missing {missing[:3]}, unexpected {unexpected[:3]}")
             return self.engine.sync_weights()
 
 

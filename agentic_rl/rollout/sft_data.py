@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.rollout.demos import conversation_trajectory
 from agentic_rl.types import Task, ToolCall, Trajectory, Turn
 
@@ -28,7 +29,7 @@ def load_sft_file(path: str | Path, fmt, tokenizer, tools: Sequence[Mapping] = (
     """Conversations or trajectory records, told apart line by line by their keys."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"SFT data file not found: {path}")
+        raise UserFileError(f"SFT data file not found: {path}")
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -46,7 +47,7 @@ def load_sft_file(path: str | Path, fmt, tokenizer, tools: Sequence[Mapping] = (
             else:
                 raise ValueError("expected 'messages' (a conversation) or 'turns' (a trajectory record)")
         except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: {e}") from None
+            raise UserDataError(f"{path}:{n}: {e}") from None
     return out
 
 

@@ -22,9 +22,11 @@ from typing import Any
 
 import yaml
 
+from agentic_rl.errors import UserError
 
-class ConfigError(ValueError):
-    pass
+
+class ConfigError(UserError, ValueError):
+    """A recipe's key or value is wrong (the loader's and the checks' errors)."""
 
 
 @dataclass(frozen=True)

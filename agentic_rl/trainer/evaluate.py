@@ -12,6 +12,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.errors import UserDataError
 from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci, pass_at_k
 from agentic_rl.monitor.metrics import capabilities, rollout_metrics
 from agentic_rl.rewards.scoring import score_groups
@@ -33,9 +34,9 @@ def load_task_file(path: str | Path) -> list[Task]:
             tasks.append(Task(id=str(row.get("id", f"custom-{n}")), prompt=row["prompt"], answer=row["answer"],
                               meta={"split": "custom"}))
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: expected a JSON object with 'prompt' and 'answer' ({e})") from None
+            raise UserDataError(f"{path}:{n}: expected a JSON object with 'prompt' and 'answer' ({e})") from None
     if not tasks:
-        raise ValueError(f"{path}: no tasks")
+        raise UserDataError(f"{path}: no tasks")
     return tasks
 
 

@@ -22,6 +22,7 @@ from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
 from agentic_rl.envs.registry import get_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.errors import UserError
 from agentic_rl.models import precision, sharding
 from agentic_rl.models.checkpoint import save_checkpoint
 from agentic_rl.models.device import resolve_device
@@ -40,7 +41,7 @@ from agentic_rl.trainer.sft import run_sft
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, restore_rng
 
 
-class NotGraduated(ValueError):
+class NotGraduated(UserError, ValueError):
     """`sft.require_graduation` and the graduation report said not ready."""
 
 

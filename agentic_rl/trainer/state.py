@@ -48,6 +48,7 @@ import numpy as np
 import torch
 import yaml
 
+from agentic_rl.errors import UserFileError
 from agentic_rl.failpoints import failpoint
 from agentic_rl.models import sharding
 from agentic_rl.registry import Registry
@@ -155,7 +156,7 @@ class StateStore:
         if resume != "auto":
             path = Path(resume)
             if not (path / "progress.json").exists():
-                raise FileNotFoundError(f"--resume {resume}: not a state checkpoint (no progress.json); "
+                raise UserFileError(f"--resume {resume}: not a state checkpoint (no progress.json); "
                                         f"states of this run are in {self.root}")
             return path
         found = self.states()

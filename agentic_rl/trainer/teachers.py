@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from agentic_rl.algorithms.distill import merge_teachers
+from agentic_rl.errors import UserFileError
 from agentic_rl.models.forward import policy_forward
 from agentic_rl.models.precision import autocast
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER
@@ -71,7 +72,7 @@ def _frozen(name: str, tokenizer, key: str, why: str, device: torch.device):
     try:
         model, teacher_tokenizer = load_model(name, device=device)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f"{key}: {e}".replace("model.name: ", "")) from None
+        raise UserFileError(f"{key}: {e}".replace("model.name: ", "")) from None
     if teacher_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"{key}: {name!r} does not share the student's tokenizer; {why}")
     model.requires_grad_(False)
