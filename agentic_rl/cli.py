@@ -206,7 +206,7 @@ def _serve(args) -> int:
 
 def _seeds(args) -> int:
     from agentic_rl.trainer.config import load_config
-    from agentic_rl.trainer.seeds import SeedFailed, run_seeds
+    from agentic_rl.monitor.seeds import SeedFailed, run_seeds
 
     try:
         seeds = _seed_list(args.seeds)
@@ -216,9 +216,9 @@ def _seeds(args) -> int:
         summary = run_seeds(args.config, seeds, args.overrides, cfg.run_dir, args.start)
     except UserError as e:
         return _error(e)
-    except SeedFailed as e:  # a seed's own run failed: its command and log say why
-        print(f"agentic-rl: stopped: {e}", file=sys.stderr)
-        return 1
+    except SeedFailed as e:  # a seed's own run printed why; its exit status is the command's
+        print(f"agentic-rl: {'error' if e.status == 2 else 'stopped'}: {e}", file=sys.stderr)
+        return 2 if e.status == 2 else 1
     for split, f in summary["accuracy"].items():
         print(f"{summary['stage']} {split}: mean {f['mean']:.3f}, 95% interval [{f['interval'][0]:.3f}, "
               f"{f['interval'][1]:.3f}], seeds {' '.join(f'{v:.3f}' for v in f['values'])}")

@@ -24,7 +24,12 @@ from agentic_rl.monitor.intervals import ACCURACY, seed_interval
 
 
 class SeedFailed(RuntimeError):
-    """A seed's training stopped; the seeds before it are kept, and a rerun resumes it."""
+    """A seed's training stopped; the seeds before it are kept, and a rerun resumes it. `status` is the
+    seed's own exit status (2: a mistake in the recipe or its files, 1: the run stopped)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 def run_seeds(recipe: str, seeds: Sequence[int], overrides: Sequence[str], run_dir: Path,
@@ -42,7 +47,7 @@ def run_seeds(recipe: str, seeds: Sequence[int], overrides: Sequence[str], run_d
         code = subprocess.run(cmd).returncode
         if code:
             raise SeedFailed(f"seed {seed} stopped with exit status {code} (its run folder: {out}); "
-                             "run the same command again to resume it")
+                             "run the same command again to resume it", code)
     summary = summarize(run_dir, evaluated(run_dir, seeds))
     (run_dir / "seeds.json").write_text(json.dumps(summary, indent=2))
     return summary
