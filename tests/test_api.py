@@ -43,3 +43,22 @@ def test_editors_see_every_exported_name_where_it_is_defined():
     seen = {alias.name: node.module for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert seen == agentic_rl._API
     assert sorted(agentic_rl.__all__) == sorted(agentic_rl._API)
+
+
+def test_the_readme_reading_path_names_what_is_there():
+    """Every stop of the README's reading path names a function or class defined in the file it links,
+    and each stop calls the next one where the path says it does (train -> run_rl -> rl_step)."""
+    import re
+    from pathlib import Path
+
+    root = Path(agentic_rl.__file__).parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme.split("## Reading the code", 1)[1].split("\n## ", 1)[0]
+    stops = re.findall(r"\[`(\w+)(?:\(\))?`\]\(([\w/.]+\.py)\)", section)
+    assert len(stops) >= 8
+    for name, path in stops:
+        assert re.search(rf"^(?:def|class) {name}\b", (root / path).read_text(), re.M), (name, path)
+    calls = {"agentic_rl/trainer/loop.py": "run_rl(", "agentic_rl/trainer/rl_loop.py": "rl_step(",
+             "agentic_rl/trainer/rl_step.py": "rl_update("}
+    for path, call in calls.items():
+        assert call in (root / path).read_text(), (path, call)
