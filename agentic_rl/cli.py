@@ -205,8 +205,8 @@ def _serve(args) -> int:
 
 
 def _seeds(args) -> int:
-    from agentic_rl.trainer.config import load_config
     from agentic_rl.monitor.seeds import SeedFailed, run_seeds
+    from agentic_rl.trainer.config import load_config
 
     try:
         seeds = _seed_list(args.seeds)

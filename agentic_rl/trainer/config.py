@@ -414,14 +414,10 @@ def _close_key(cls, key: str) -> str | None:
 
 
 def _coerce(tp, value: Any, key: str) -> Any:
+    """`value` as a field of type `tp` (unions tried arm by arm, ints and numeric strings as floats)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        for arm in typing.get_args(tp):
-            try:
-                return _coerce(arm, value, key)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{key}: {value!r} is not a {tp}")
+        return _coerce_union(tp, value, key)
     if origin is not None:  # list[...] / dict[...]
         if not isinstance(value, origin):
             raise ConfigError(f"{key}: expected a {origin.__name__}, got {value!r}")
@@ -430,17 +426,29 @@ def _coerce(tp, value: Any, key: str) -> Any:
         if value is None:
             return None
         raise ConfigError(f"{key}: expected null")
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):
-        # YAML 1.1 reads "3e-6" (no dot) as a string; a user writing it means the number
-        try:
-            return float(value)
-        except ValueError:
-            pass
+    if tp is float and (number := _as_float(value)) is not None:
+        return number
     if tp is Any or (isinstance(value, tp) and not (tp is int and isinstance(value, bool))):
         return value
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+
+
+def _coerce_union(tp, value: Any, key: str) -> Any:
+    for arm in typing.get_args(tp):
+        try:
+            return _coerce(arm, value, key)
+        except ConfigError:
+            continue
+    raise ConfigError(f"{key}: {value!r} is not a {tp}")
+
+
+def _as_float(value: Any) -> float | None:
+    """An int as a float, and a numeric string (YAML 1.1 reads "3e-6", no dot, as a string; a user
+    writing it means the number); None where `value` is no number."""
+    try:
+        return float(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        return None
 
 
 def _check_ranges(cfg: Config) -> None:
