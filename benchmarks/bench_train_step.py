@@ -77,8 +77,10 @@ def arm_advantages(groups, cfg, arm: str):
         adv_module.group_centered = fixed
 
 
-def timed_update(model, weights, groups, advantages, cfg, pad_id: int, share: bool, split: bool,
-                 products: bool) -> dict:
+def timed_update(model, weights, groups, advantages, cfg, pad_id: int, switches: tuple[bool, bool, bool]) -> dict:
+    """One update from `weights`, with the shared prompt, the ragged split and the attention products
+    each on or off (`switches`, in that order)."""
+    share, split, products = switches
     model.load_state_dict(weights)
     optimizer = _optimizer(model, None, cfg.rl.optim.lr, cfg.rl.critic.kind.lr)
     real, real_split = update_module.shared_prompt, update_module.split_ragged
@@ -120,7 +122,7 @@ def main() -> None:
     for _ in range(args.reps):
         for arm, switches in arms.items():
             runs[arm].append(timed_update(model, weights, groups, advantages[arm], cfg, tokenizer.pad_token_id,
-                                          *switches))
+                                          switches))
             print(arm, {k: round(v, 4) for k, v in runs[arm][-1].items()}, flush=True)
     median = {arm: statistics.median(r["seconds"] for r in rs) for arm, rs in runs.items()}
     out = {

@@ -31,7 +31,7 @@ def test_calculator_schema() -> None:
     }
 
 
-def search(
+def search(  # noqa: PLR0913 - a tool of many parameters is what this derives a schema of
     query: str,
     limit: int = 5,
     threshold: float | None = None,
