@@ -8,6 +8,10 @@ from collections.abc import Sequence
 
 from agentic_rl.types import TrajectoryGroup
 
+# The prefixes of a metrics row's keys that measure the machine, not the run (wall times, rates,
+# resident memory): two runs of one recipe differ in these and in nothing else.
+MACHINE_PREFIXES = ("time_", "tokens_per_s", "episodes_per_s", "mem_")
+
 
 def reward_components(trajs) -> dict[str, float]:
     """`reward/<name>`: the mean of every reward detail (rubric terms, verifier flags, F1, hacking

@@ -63,9 +63,16 @@ class _Episode:
 
 @dataclass(frozen=True)
 class RolloutStats:
-    seconds: float
+    seconds: float  # wall time of the rollout
     episodes: int
     generated_tokens: int
+    env_seconds: float = 0.0  # time in the envs (reset, steps, close), summed over the episodes
+
+    @staticmethod
+    def total(parts: Sequence[RolloutStats], seconds: float) -> RolloutStats:
+        """Parts rolled out one after the other or side by side, over `seconds` of wall time."""
+        return RolloutStats(seconds, sum(p.episodes for p in parts), sum(p.generated_tokens for p in parts),
+                            sum(p.env_seconds for p in parts))
 
 
 def rollout(
@@ -85,11 +92,14 @@ def rollout(
     embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
+    env_seconds = time.perf_counter() - start
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
-        ep = episodes[i]
+        nonlocal env_seconds
+        ep, t0 = episodes[i], time.perf_counter()
         result = _step(ep.env, sample.text, budget.step_timeout_s)
+        env_seconds += time.perf_counter() - t0
         obs_ids = _observe(ep, sample, result, tokenizer, budget)
         ep.turns.append(
             Turn(
@@ -121,12 +131,14 @@ def rollout(
         if live:
             rows = {"row_seeds": {i: episode_seeds[i] for i in live}} if episode_seeds is not None else {}
             engine.session(seed + lo, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
+    t0 = time.perf_counter()
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)
     ]
+    env_seconds += time.perf_counter() - t0
     generated = sum(ep.generated for ep in episodes)
-    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated)
+    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_seconds)
 
 
 def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[int]:

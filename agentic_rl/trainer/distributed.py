@@ -96,9 +96,8 @@ def gather_rollouts(groups: list[T], stats: RolloutStats) -> tuple[list[T], Roll
     if w.size == 1:
         return groups, stats
     parts = w.gather((groups, stats), group=_SIDE[0] if _SIDE else None)
-    return w.unshare([g for g, _ in parts]), RolloutStats(max(s.seconds for _, s in parts),
-                                                          sum(s.episodes for _, s in parts),
-                                                          sum(s.generated_tokens for _, s in parts))
+    stats = [s for _, s in parts]
+    return w.unshare([g for g, _ in parts]), RolloutStats.total(stats, max(s.seconds for s in stats))
 
 
 class PolicyModule(torch.nn.Module):

@@ -182,17 +182,16 @@ def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[Trajecto
     groups, stats = sample_groups(run, per_step, seed)
     if not filters.dynamic_sampling:
         return groups, groups, stats
-    sampled, seconds, generated = list(groups), stats.seconds, stats.generated_tokens
+    sampled, rounds = list(groups), [stats]
     kept = _with_spread(groups)
     for r in range(1, filters.max_refill_rounds + 1):
         if len(kept) >= per_step:
             break
         more, st = sample_groups(run, per_step - len(kept), seed + 7919 * r)
         sampled += more
-        seconds, generated = seconds + st.seconds, generated + st.generated_tokens
+        rounds.append(st)
         kept += _with_spread(more)
-    episodes = sum(len(g.trajectories) for g in sampled)
-    return kept[:per_step], sampled, RolloutStats(seconds, episodes, generated)
+    return kept[:per_step], sampled, RolloutStats.total(rounds, sum(st.seconds for st in rounds))
 
 
 def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:

@@ -118,5 +118,7 @@ class StepRecord:
                 "weight_version": self.weight_version, "lr": self.lr, "time_rollout_s": self.rollout_stats.seconds,
                 "time_step_s": self.seconds,
                 "tokens_per_s_rollout": self.rollout_stats.generated_tokens / max(self.rollout_stats.seconds, 1e-9),
+                "episodes_per_s_rollout": self.rollout_stats.episodes / max(self.rollout_stats.seconds, 1e-9),
+                "time_env_s": self.rollout_stats.env_seconds,
                 "groups_sampled": self.groups_sampled, "groups_kept": self.groups_kept,
                 "mem_peak_rss_gb": self.peak_rss_gb, "mem_rss_gb": self.rss_gb}

@@ -165,7 +165,7 @@ class RolloutWorkers:
             calls.append((i, mine, actor.rollout.remote([tasks[k] for k in mine], seed + WORKER_SEED_STRIDE * i,
                                                         seeds, self.weights)))
         out: list = [None] * len(tasks)
-        episodes = generated = 0
+        parts = []
         for (i, mine, _), result in zip(calls, _each([ref for *_, ref in calls])):
             if isinstance(result, Exception):
                 self._down.add(i)
@@ -175,8 +175,8 @@ class RolloutWorkers:
             groups, stats = result
             for k, g in zip(mine, groups):
                 out[k] = g
-            episodes, generated = episodes + stats.episodes, generated + stats.generated_tokens
-        return out, RolloutStats(time.perf_counter() - start, episodes, generated)
+            parts.append(stats)
+        return out, RolloutStats.total(parts, time.perf_counter() - start)
 
     def _revive(self) -> None:
         """Wait for the workers Ray is restarting."""

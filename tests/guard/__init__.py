@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from agentic_rl.monitor.metrics import MACHINE_PREFIXES
+
 REFERENCE = Path(__file__).parent / "reference"
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
@@ -69,7 +71,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                        "log.trajectories_per_step=16", *_QUIET]),
 }
 
-_VOLATILE_PREFIXES = ("time_", "tokens_per_s", "mem_")
+_VOLATILE_PREFIXES = MACHINE_PREFIXES
 
 
 def _stable(obj):

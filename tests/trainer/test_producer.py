@@ -18,6 +18,7 @@ import warnings
 import pytest
 
 from agentic_rl.engines.hf import HFSession
+from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 from agentic_rl.trainer import update
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import load_config
@@ -25,7 +26,7 @@ from agentic_rl.trainer.loop import train
 
 BASE = ["rl.steps=4", "log.progress=false", "log.tensorboard=false", "eval.baselines=false",
         "eval.tasks_per_split=2", "rl.algorithm.entropy_coef=0.01", "rl.tasks.sampler=pass_rate"]
-VOLATILE = ("time_", "tokens_per_s", "mem_")
+VOLATILE = MACHINE_PREFIXES
 
 
 def _run(out, *overrides) -> list[dict]:

@@ -3,7 +3,7 @@
 The invariant: a run killed with SIGKILL at any point (between steps, mid-step, mid-eval, mid-way
 through writing a state checkpoint) and resumed with `--resume auto` — as often as it takes — ends
 with the same final parameters, bit for bit, and the same `metrics.jsonl`, line for line, as a run
-never interrupted. Only wall-clock and machine fields (time_*, tokens_per_s_*, mem_*) may differ; the tiny recipe runs
+never interrupted. Only wall-clock and machine fields (`monitor.metrics.MACHINE_PREFIXES`) may differ; the tiny recipe runs
 fp32 on one thread, which makes the uninterrupted run itself reproducible (checked first).
 """
 
@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+
+from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 
 ROOT = Path(__file__).resolve().parents[2]
 # The tiny model earns no reward, so plain GRPO would never update. An entropy bonus moves the policy
@@ -68,7 +70,7 @@ def _kill_after_lines(out: Path, lines: int, extra_s: float, extra: tuple[str, .
 
 def _metrics(out: Path) -> list[dict]:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith(("time_", "tokens_per_s", "mem_"))} for r in rows]
+    return [{k: v for k, v in r.items() if not k.startswith(MACHINE_PREFIXES)} for r in rows]
 
 
 def _weights(out: Path) -> dict[str, torch.Tensor]:

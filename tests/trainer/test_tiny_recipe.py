@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 from agentic_rl.trainer import loop
 from agentic_rl.trainer.config import load_config
 
@@ -70,7 +71,7 @@ def test_eval_every_adds_a_learning_curve_without_changing_training(tmp_path, sn
 
     def training(rows):
         # timings and resident memory are the machine's, not the run's
-        return [{k: v for k, v in r.items() if not k.startswith(("time_", "tokens_per_s", "mem_"))}
+        return [{k: v for k, v in r.items() if not k.startswith(MACHINE_PREFIXES)}
                 for r in rows if r["stage"] in ("sft", "rl")]
 
     assert training(curve_rows) == training(plain_rows)

@@ -22,6 +22,7 @@ from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.envs.registry import get_env
 from agentic_rl.models.loader import load_tokenizer, tiny_model
 from agentic_rl.monitor.collapse import CollapseMonitor
+from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 from agentic_rl.rollout.loop import episode_seeds, rollout
 from agentic_rl.trainer import rl_loop
 from agentic_rl.trainer.config import load_config
@@ -192,7 +193,7 @@ def _armed_runs(monkeypatch, spec: str) -> None:
 
 def _same_figures(got: dict, want: dict) -> None:
     for k, v in want.items():
-        if isinstance(v, float) and not k.startswith(("time_", "tokens_per_s", "mem_")):
+        if isinstance(v, float) and not k.startswith(MACHINE_PREFIXES):
             assert got[k] == pytest.approx(v, rel=1e-3, abs=1e-6), k
 
 
