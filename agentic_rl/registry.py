@@ -60,3 +60,36 @@ class Registry(Generic[F]):
             self.register(ep.name)(ep.load())
             added.append(ep.name)
         return added
+
+
+def load_callable(spec: str, key: str) -> Callable:
+    """What a recipe names as `module:function` or `path/to/file.py:function` (`key`: the recipe key,
+    for the message). A module is looked up on the path and then in the working directory, where a
+    user's own module usually sits beside the recipe."""
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from agentic_rl.errors import UserError
+
+    target, _, name = str(spec).rpartition(":")
+    if not target or not name:
+        raise UserError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")
+    if target.endswith(".py"):
+        module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        if module_spec is None or not Path(target).exists():
+            raise UserError(f"{key}: no such file {target!r}")
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        if importlib.util.find_spec(target.split(".")[0]) is None and str(Path.cwd()) not in sys.path:
+            sys.path.append(str(Path.cwd()))
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as e:
+            raise UserError(f"{key}: cannot import {target!r} ({e})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UserError(f"{key}: {target!r} has no function {name!r}")
+    return fn

@@ -20,6 +20,8 @@ from agentic_rl.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "recipes" / "tiny.yaml")
 
+TASKS = ["--set", "env.name=tasks", "--set", "eval.splits=[heldout]"]  # the tasks env: a user's own files
+
 # (mistake, argv with {tmp} for the case's scratch folder, what the message must say)
 CASES = [
     ("misspelt key", ["train", TINY, "--set", "rl.stpes=3"], "unknown key 'rl.stpes' (did you mean 'rl.steps'?)"),
@@ -67,6 +69,15 @@ CASES = [
     ("eval without the checkpoint", ["eval", TINY, "--checkpoint", "{tmp}/nothing"], "--checkpoint: "),
     ("eval tasks with a broken line", ["eval", TINY, "--checkpoint", "{tmp}", "--tasks", "{tmp}/bad_tasks.jsonl"],
      "bad_tasks.jsonl:2: expected a JSON object with 'prompt' and 'answer'"),
+    ("task file missing", ["train", TINY, *TASKS, "--set", "env.options.train={tmp}/none.jsonl"], "task file not found"),
+    ("task file with a row missing its answer", ["train", TINY, *TASKS, "--set", "env.options.train={tmp}/bad_tasks.jsonl"],
+     "bad_tasks.jsonl:2: no 'answer' column, which the verifier checks against"),
+    ("task file that is empty", ["train", TINY, *TASKS, "--set", "env.options.train={tmp}/empty.jsonl"],
+     "empty.jsonl: no tasks (the file is empty)"),
+    ("held-out prompt also in training", ["train", TINY, *TASKS, "--set", "env.options.train={tmp}/tasks.jsonl",
+                                          "--set", "env.options.heldout={tmp}/tasks.jsonl"], "also in training"),
+    ("misspelt verifier", ["train", TINY, *TASKS, "--set", "env.options.train={tmp}/tasks.jsonl",
+                           "--set", "env.options.verifier=maths"], "unknown verifier 'maths'"),
     ("resume from a folder that is not a state", ["train", TINY, "--resume", "{tmp}", "--set", "output_dir={tmp}/run"],
      "not a state checkpoint"),
 ]
@@ -77,6 +88,8 @@ def _scratch(tmp: Path) -> None:
     good = {"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "<answer>2</answer>"}]}
     (tmp / "bad_sft.jsonl").write_text(json.dumps(good) + "\n{not json\n")
     (tmp / "bad_tasks.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n{"prompt": "no answer"}\n')
+    (tmp / "empty.jsonl").write_text("")
+    (tmp / "tasks.jsonl").write_text("".join(json.dumps({"prompt": f"{i}+1?", "answer": str(i + 1)}) + "\n" for i in range(5)))
 
 
 def run_case(argv: list[str], tmp: Path) -> tuple[int, str]:

@@ -4,8 +4,9 @@ registered the first time a name is looked up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
+from typing import Any
 
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.errors import UnknownName
@@ -37,6 +38,13 @@ def get_env(name: str) -> EnvSpec:
     return ENVS[name]
 
 
+def resolve_env(name: str, options: Mapping[str, Any]) -> EnvSpec:
+    """The env a recipe's `env` section names: `get_env(name)`, bound to its options where its tasks
+    come from them (`EnvSpec.bind`: the `tasks` env reads the files its options name)."""
+    spec = get_env(name)
+    return spec.bind(options) if spec.bind is not None else spec
+
+
 _builtin_loaded = False
 
 
@@ -46,9 +54,9 @@ def _load_builtin() -> None:
     if _builtin_loaded:
         return
     _builtin_loaded = True
-    from agentic_rl.envs.builtin import calculator, retool, search_r1, swe_repair
+    from agentic_rl.envs.builtin import calculator, retool, search_r1, swe_repair, tasks
 
-    for module in (calculator, retool, search_r1, swe_repair):
+    for module in (calculator, retool, search_r1, swe_repair, tasks):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec

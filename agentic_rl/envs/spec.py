@@ -19,6 +19,8 @@ class EnvSpec:
     tasks(split, n, seed) draws tasks;
     demonstration(task, env) returns the messages after the user turn that solve it (for SFT), if
     known; `env` is a fresh instance whose tools produce the observations the demonstration shows.
+    A recipe's env is `resolve_env(env.name, env.options)` (`envs/registry.py`), which binds a spec
+    whose tasks depend on its options.
     hostile_actions(task, env), if given, are run by `check-env` as the generic hostile actions are.
     """
 
@@ -32,6 +34,9 @@ class EnvSpec:
     # actions that attack what this env holds (its files, its sandbox), for `check-env` beside the
     # generic hostile actions: hostile_actions(task, env) -> action texts in the env's protocol
     hostile_actions: Callable[[Task, Env], list[str]] | None = None
+    # a spec whose tasks come from its options (a user's files, `tasks`): bind(options) is the spec
+    # they make; `resolve_env(name, options)` applies it
+    bind: Callable[[Mapping[str, Any]], EnvSpec] | None = None
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """An option the env never reads is a typo the run would silently ignore: refuse it."""

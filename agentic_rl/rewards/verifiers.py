@@ -13,10 +13,12 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from agentic_rl.rewards.base import Score, extract_answer
+from agentic_rl.registry import Registry
+from agentic_rl.rewards.base import RewardFn, Score, extract_answer, parse_number
 from agentic_rl.rewards.math import math_equal
 from agentic_rl.types import Task, Trajectory
 
@@ -68,6 +70,23 @@ class MathVerifier:
             return Score(0.0, {"correct": 0.0, "no_answer": 1.0})
         equal = math_equal(answer, str(task.answer), self.timeout_s)
         return Score(float(bool(equal)), {"correct": float(bool(equal)), "verify_timeout": float(equal is None)})
+
+
+@dataclass(frozen=True)
+class NumericVerifier:
+    """1 if the answer's number equals `task.answer` within `rel_tol` of its size (or `abs_tol`):
+    "1,200", "1200." and "x = 1200" all read 1200; prose does not."""
+
+    rel_tol: float = 1e-6
+    abs_tol: float = 1e-9
+
+    @_timed
+    def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        got, gold = parse_number(final_answer(trajectory)), parse_number(str(task.answer))
+        if got is None:
+            return Score(0.0, {"correct": 0.0, "no_answer": 1.0})
+        correct = float(gold is not None and abs(got - gold) <= max(self.abs_tol, self.rel_tol * abs(gold)))
+        return Score(correct, {"correct": correct})
 
 
 @dataclass(frozen=True)
@@ -202,3 +221,21 @@ class JSONSchemaVerifier:
             return Score(0.0, {"valid": 0.0, "no_answer": 1.0})
         errors = list(jsonschema.Draft202012Validator(task.meta["schema"]).iter_errors(value))
         return Score(float(not errors), {"valid": float(not errors), "schema_errors": float(len(errors))})
+
+
+@dataclass(frozen=True)
+class VerifierEntry:
+    """A named verifier: `make(options)` builds it; `reads` are the task fields it checks against
+    ("answer", or a `task.meta` key), so a task file lacking one is refused when it loads."""
+
+    make: Callable[[Mapping[str, Any]], RewardFn]
+    reads: tuple[str, ...]
+
+
+VERIFIERS: Registry[VerifierEntry] = Registry("verifier")
+VERIFIERS.register("math")(VerifierEntry(lambda o: MathVerifier(timeout_s=float(o.get("timeout_s", 2.0))), ("answer",)))
+VERIFIERS.register("exact_match")(VerifierEntry(lambda o: ExactMatchVerifier(), ("answer",)))
+VERIFIERS.register("numeric")(VerifierEntry(lambda o: NumericVerifier(float(o.get("rel_tol", 1e-6))), ("answer",)))
+VERIFIERS.register("json_schema")(VerifierEntry(lambda o: JSONSchemaVerifier(), ("schema",)))
+VERIFIERS.register("unit_tests")(VerifierEntry(lambda o: UnitTestVerifier(float(o.get("timeout_s", 10.0))), ("tests",)))
+VERIFIERS.register("sql")(VerifierEntry(lambda o: SQLVerifier(), ("answer", "schema_sql")))

@@ -20,7 +20,8 @@ from agentic_rl.algorithms.losses import POLICY_LOSSES
 from agentic_rl.algorithms.plugins import load_plugins
 from agentic_rl.data.curriculum import SAMPLERS
 from agentic_rl.envs.base import close_env
-from agentic_rl.envs.registry import get_env
+from agentic_rl.envs.registry import get_env, resolve_env
+from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.models.precision import PRECISIONS
 from agentic_rl.registry import Registry
 from agentic_rl.rewards.process import process_reward
@@ -230,7 +231,10 @@ def _check_env(env: EnvConfig) -> None:
         raise ConfigError(f"env.name: {e.args[0]}") from None
     try:
         spec.check_options(env.options)
+        spec = resolve_env(env.name, env.options)  # the tasks env reads its files here
         close_env(spec.make_env(env.options))
+    except (UserDataError, UserFileError):  # a file's own message: its path and line
+        raise
     except KeyError as e:
         msg = e.args[0] if e.args else str(e)
         raise ConfigError(msg if msg.startswith("env.options") else f"env.options: {msg}") from None

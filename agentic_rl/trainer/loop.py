@@ -20,7 +20,7 @@ import yaml
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
-from agentic_rl.envs.registry import get_env
+from agentic_rl.envs.registry import resolve_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.errors import UserError
 from agentic_rl.models import precision, sharding
@@ -170,7 +170,7 @@ def prepare(cfg: Config):
         enable_gradient_checkpointing(model)
     if cfg.model.lora_rank:
         model = apply_lora(model, cfg.model.lora_rank, cfg.model.lora_alpha)
-    return model, tokenizer, get_env(cfg.env.name)
+    return model, tokenizer, resolve_env(cfg.env.name, cfg.env.options)
 
 
 @dataclass

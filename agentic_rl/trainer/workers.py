@@ -29,7 +29,7 @@ import torch
 
 from agentic_rl.engines.base import Sample, SamplingParams
 from agentic_rl.engines.hf import HFEngine
-from agentic_rl.envs.registry import get_env
+from agentic_rl.envs.registry import resolve_env
 from agentic_rl.failpoints import failpoint
 from agentic_rl.models import sharding
 from agentic_rl.rollout.loop import RolloutStats, rollout
@@ -60,7 +60,7 @@ class RolloutWorker:
         model, self.tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
         self.engine = HFEngine(model, self.tokenizer, cfg.model.precision)
         self.engine.version = -1  # no weights of the run's yet
-        self.episodes = episodes(get_env(cfg.env.name), cfg.env.options, cfg.rollout)
+        self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout)
 
     def load(self, weights: Weights | None) -> int:
         """Hold `weights` (fetched and loaded unless this worker holds their version); its version."""
