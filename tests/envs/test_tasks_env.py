@@ -109,3 +109,34 @@ def test_check_env_passes_on_a_task_file(files, tokenizer):
                "tools": ["calculator"]}
     checks = check_env("tasks", tokenizer, options)
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+
+
+def test_the_fewshot_baseline_shows_two_training_demonstrations(files):
+    options = {"train": str(files / "train.jsonl"), "heldout": str(files / "test.jsonl"), "tools": ["calculator"]}
+    spec = resolve_env("tasks", options)
+    task = spec.tasks("heldout", 1, 0)[0]
+    plain, shown = spec.make_env(options).reset(task), spec.make_env({**options, "fewshot": True}).reset(task)
+    extra = shown[1:-1]
+    assert len(shown) > len(plain) and extra[0] == {"role": "user", "content": ROWS[0]["question"]}
+    assert {"role": "tool", "name": "calculator", "content": "391"} in extra  # run for real, not the file's 999
+
+
+@pytest.mark.slow
+def test_the_tasks_recipe_trains_smollm2_end_to_end(tmp_path, monkeypatch):
+    """recipes/tasks.yaml cut to a few minutes: baselines, SFT, one GRPO step and the held-out
+    evaluation of every stage run on the user's files, verifier and tool, with the real model."""
+    from pathlib import Path
+
+    from agentic_rl.trainer.config import load_config
+    from agentic_rl.trainer.loop import train
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    cfg = load_config("recipes/tasks.yaml", [f"output_dir={tmp_path}", "model.threads=1", "sft.examples=8",
+                                             "sft.epochs=1", "rl.steps=1", "rl.tasks.per_step=2",
+                                             "rl.tasks.group_size=4", "eval.tasks_per_split=8",
+                                             "eval.batch_size=8", "model.memory_check=false"])
+    results = train(cfg)
+    assert set(results) >= {"base", "base_fewshot", "sft", "rl"}
+    assert all(0 <= results[stage]["heldout"]["accuracy"] <= 1 for stage in ("base", "sft", "rl"))
+    rl = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"stage": "rl"' in line]
+    assert len(rl) == 1 and rl[0]["tool_calls_per_episode"] > 0

@@ -19,7 +19,8 @@ never outweigh one that is right), `tool_timeout_s` (5).
 
 The splits are `train` and `heldout`; a held-out prompt that is also a training prompt is refused.
 A row's `messages` come before its prompt (a system turn replaces `system`; few-shot pairs); its
-`demonstration` is the SFT data, its tool calls replayed through the env's real tools.
+`demonstration` is the SFT data, its tool calls replayed through the env's real tools. The few-shot
+baseline (`fewshot`) shows the first two training rows that have a demonstration.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class TaskFileEnv(ToolEnv):
         self.task = task
         before = [dict(m) for m in task.meta.get("messages", ())]
         system = [] if before and before[0]["role"] == "system" else [{"role": "system", "content": self.system_prompt}]
-        return [*system, *before, {"role": "user", "content": task.prompt}]
+        return [*system, *self.fewshot, *before, {"role": "user", "content": task.prompt}]
 
     def close(self) -> None:
         for close in self._closers:
@@ -169,9 +170,19 @@ def _bound(key: str) -> EnvSpec:
         heldout = [Task(t.id, t.prompt, t.answer, {**t.meta, "split": "heldout"}) for t in heldout]
     task_files.check_disjoint(train, heldout, str(options.get("heldout") or options["train"]))
     by_split = {"train": train, "heldout": heldout}
-    return EnvSpec(name="tasks", make_env=TaskFileEnv, make_reward=make_reward,
+    worked = tuple(t for t in train if "demonstration" in t.meta)[:2]
+    return EnvSpec(name="tasks", make_env=functools.partial(_make_env, worked), make_reward=make_reward,
                    tasks=lambda split, n, seed: task_files.draw(by_split[split], n, seed, repeat=split == "train"),
                    splits=SPLITS, demonstration=demonstration, options=OPTIONS)
+
+
+def _make_env(worked: tuple[Task, ...], options: Mapping[str, Any]) -> TaskFileEnv:
+    """An episode's env; with `fewshot` (the prompt-engineering baseline) the first two training rows
+    with a demonstration go before the prompt as worked examples, their tool calls run for real."""
+    env = TaskFileEnv(options)
+    if options.get("fewshot"):
+        env.fewshot = [m for t in worked for m in [{"role": "user", "content": t.prompt}, *demonstration(t, env)]]
+    return env
 
 
 def bind(options: Mapping[str, Any]) -> EnvSpec:
