@@ -9,6 +9,11 @@ class UserError(Exception):
     """A mistake in what the user gave: the message says what is wrong and where."""
 
 
+class ConfigError(UserError, ValueError):
+    """A recipe's key or value is wrong (the config loader's and the checks' errors;
+    `agentic_rl.trainer.config` re-exports it)."""
+
+
 class UserFileError(UserError, FileNotFoundError):
     """A file or directory the user named does not exist."""
 
