@@ -55,6 +55,7 @@ class _Episode:
     restart: bool = False  # `fed` is a whole new prompt: the next turn starts a new context
     messages: list[dict] = field(default_factory=list)  # the conversation ("template" history only)
     text: str = ""  # what the context's ids read as ("template" history only)
+    env_s: float = 0.0  # seconds in the env: reset, steps, close
 
     @property
     def generated(self) -> int:
@@ -92,30 +93,14 @@ def rollout(
     embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
-    env_seconds = time.perf_counter() - start
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
-        nonlocal env_seconds
         ep, t0 = episodes[i], time.perf_counter()
         result = _step(ep.env, sample.text, budget.step_timeout_s)
-        env_seconds += time.perf_counter() - t0
+        ep.env_s += time.perf_counter() - t0
         obs_ids = _observe(ep, sample, result, tokenizer, budget)
-        ep.turns.append(
-            Turn(
-                restart=ep.restart,
-                obs_ids=tuple(ep.fed),
-                action_ids=sample.ids,
-                logprobs=sample.logprobs,
-                action_text=sample.text,
-                stop_reason=sample.stop_reason,
-                observation="".join(m["content"] for m in result.observation),
-                tool_calls=result.tool_calls,
-                malformed_calls=result.malformed_calls,
-                tool_errors=result.tool_errors,
-                reward=result.reward or None,
-            )
-        )
+        ep.turns.append(_turn(ep, sample, result))
         if obs_ids is not None:
             ep.fed, ep.restart = list(obs_ids), isinstance(obs_ids, Restart)
         return obs_ids
@@ -131,14 +116,21 @@ def rollout(
         if live:
             rows = {"row_seeds": {i: episode_seeds[i] for i in live}} if episode_seeds is not None else {}
             engine.session(seed + lo, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
-    t0 = time.perf_counter()
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)
     ]
-    env_seconds += time.perf_counter() - t0
-    generated = sum(ep.generated for ep in episodes)
-    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_seconds)
+    generated, env_s = sum(ep.generated for ep in episodes), sum(ep.env_s for ep in episodes)
+    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_s)
+
+
+def _turn(ep: _Episode, sample, result: StepResult) -> Turn:
+    """The action just sampled, what was fed before it, and what the env made of it."""
+    return Turn(restart=ep.restart, obs_ids=tuple(ep.fed), action_ids=sample.ids, logprobs=sample.logprobs,
+                action_text=sample.text, stop_reason=sample.stop_reason,
+                observation="".join(m["content"] for m in result.observation), tool_calls=result.tool_calls,
+                malformed_calls=result.malformed_calls, tool_errors=result.tool_errors,
+                reward=result.reward or None)
 
 
 def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[int]:
@@ -150,7 +142,7 @@ def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[
 def _start(task: Task, env: Env, tokenizer) -> _Episode:
     """The episode's first observation; a reset that raises is tried once more, then the episode is
     the infrastructure's failure (it costs its episode, not the batch, and trains nothing)."""
-    ep = _Episode(task, env)
+    ep, t0 = _Episode(task, env), time.perf_counter()
     for _ in range(2):
         try:
             messages = env.reset(task)
@@ -159,10 +151,11 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
             ep.error = None
             if history_of(env.format) == "template":
                 ep.messages, ep.text = list(messages), text
+            ep.env_s = time.perf_counter() - t0
             return ep
         except Exception as e:  # noqa: BLE001 - a broken task or env costs its episode, not the batch
             ep.error = f"reset failed: {type(e).__name__}: {e}"
-    ep.infra_failure = "reset"
+    ep.infra_failure, ep.env_s = "reset", time.perf_counter() - t0
     return ep
 
 
@@ -254,10 +247,12 @@ def _as_rendered(ep: _Episode, sample, observation, glue: str, tokenizer) -> lis
 
 def _close(ep: _Episode) -> None:
     """Free what the episode's env holds (a sandbox worker, a connection) as soon as it ends."""
+    t0 = time.perf_counter()
     try:
         close_env(ep.env)
     except Exception as e:  # a failing cleanup is recorded, the trajectory is still good
         ep.error = ep.error or f"env.close raised {type(e).__name__}: {e}"
+    ep.env_s += time.perf_counter() - t0
 
 
 def _finish(ep: _Episode) -> Trajectory:
