@@ -71,3 +71,19 @@ class FormatScore:
 
         ok = extract_answer(trajectory.final_text) is not None and trajectory.num_tool_errors == 0 and trajectory.terminated
         return Score(float(ok))
+
+
+@dataclass(frozen=True)
+class GatedOutcome:
+    """A verifier's outcome with the gated format term (a Rubric of the two), and `correct`, what
+    accuracy reads: the verifier's own, else whether it gave a full score (a unit-test pass rate of 1)."""
+
+    verifier: RewardFn
+    format_weight: float = 0.1
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        rubric = Rubric((Term("outcome", self.verifier), Term("format", FormatScore(), self.format_weight, gated=True)),
+                        outcome="outcome")
+        s = rubric(task, trajectory)
+        correct = s.details.get("outcome/correct", float(s.details["outcome"] >= 1.0))
+        return Score(s.value, {**s.details, "correct": correct}, s.cost, s.error)

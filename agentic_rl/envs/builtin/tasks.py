@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agentic_rl.data import task_files
@@ -37,10 +36,10 @@ from agentic_rl.envs.formats import get_format
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.errors import UserError
 from agentic_rl.registry import load_callable
-from agentic_rl.rewards.base import RewardFn, Score
-from agentic_rl.rewards.rubric import FormatScore, Rubric, Term
+from agentic_rl.rewards.base import RewardFn
+from agentic_rl.rewards.rubric import GatedOutcome
 from agentic_rl.rewards.verifiers import VERIFIERS
-from agentic_rl.types import Task, Trajectory
+from agentic_rl.types import Task
 
 SYSTEM_PROMPT = ("You are a careful assistant. Use the tools where they help. Give the final answer inside "
                  "<answer></answer> tags.")
@@ -104,22 +103,6 @@ class TaskFileEnv(ToolEnv):
     def close(self) -> None:
         for close in self._closers:
             close()
-
-
-@dataclass(frozen=True)
-class Verified:
-    """The verifier's outcome with the gated format term; `correct` is what accuracy reads (the
-    verifier's own, else a full score)."""
-
-    verifier: RewardFn
-    format_weight: float = 0.1
-
-    def __call__(self, task: Task, trajectory: Trajectory) -> Score:
-        rubric = Rubric((Term("outcome", self.verifier), Term("format", FormatScore(), self.format_weight, gated=True)),
-                        outcome="outcome")
-        s = rubric(task, trajectory)
-        correct = s.details.get("outcome/correct", float(s.details["outcome"] >= 1.0))
-        return Score(s.value, {**s.details, "correct": correct}, s.cost, s.error)
 
 
 def verifier_of(options: Mapping[str, Any]) -> tuple[RewardFn, tuple[str, ...]]:
@@ -192,7 +175,7 @@ def bind(options: Mapping[str, Any]) -> EnvSpec:
 
 def make_reward(options: Mapping[str, Any]) -> RewardFn:
     verifier, _ = verifier_of(options)
-    return Verified(verifier, float(options.get("format_weight", 0.1)))
+    return GatedOutcome(verifier, float(options.get("format_weight", 0.1)))
 
 
 def _unbound(split: str, n: int, seed: int) -> list[Task]:
