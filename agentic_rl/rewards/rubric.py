@@ -80,9 +80,10 @@ class GatedOutcome:
 
     verifier: RewardFn
     format_weight: float = 0.1
+    format: RewardFn = FormatScore()  # what "well formed" means: an answer tag, by default
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
-        rubric = Rubric((Term("outcome", self.verifier), Term("format", FormatScore(), self.format_weight, gated=True)),
+        rubric = Rubric((Term("outcome", self.verifier), Term("format", self.format, self.format_weight, gated=True)),
                         outcome="outcome")
         s = rubric(task, trajectory)
         correct = s.details.get("outcome/correct", float(s.details["outcome"] >= 1.0))
