@@ -54,9 +54,20 @@ def _load_builtin() -> None:
     if _builtin_loaded:
         return
     _builtin_loaded = True
-    from agentic_rl.envs.builtin import calculator, code, retool, search_r1, sql, swe_repair, tasks
+    from agentic_rl.envs.adapters import gymnasium as gym_adapter
+    from agentic_rl.envs.builtin import (
+        calculator,
+        code,
+        frozen_lake,
+        retool,
+        search_r1,
+        sql,
+        swe_repair,
+        tasks,
+    )
 
-    for module in (calculator, code, retool, search_r1, sql, swe_repair, tasks):
+    for module in (calculator, code, frozen_lake, retool, search_r1, sql, swe_repair, tasks):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec
+    FAMILIES["gym"] = gym_adapter.gym_spec
