@@ -10,6 +10,11 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
   `prompt_logprobs` (each prompt token's logprob at temperature 1, `None` for the first, as
   `{str(id): {"logprob": x}}`). `finish_reason` is `stop` or `length`; `stop_reason` is the stop
   string matched, or None for the end-of-sequence token.
+- A refused request answers OpenAI's error body, `{"error": {"message", "type", "param", "code"}}`.
+- Every completion answers `usage`: `prompt_tokens`, `completion_tokens`, `total_tokens`. A request
+  whose prompt plus `max_tokens` (16 when it names none) passes the model's context
+  (`max_position_embeddings`) gets a 400 naming the limit, as vLLM refuses one (its `max_model_len`)
+  and OpenAI does: the positions past it were never trained, so what they sample is noise.
 - `POST /v1/chat/completions`: `messages`, optional `tools` (OpenAI function schemas), rendered by
   the model's chat template; a reply holding `<tool_call>` JSON comes back as OpenAI `tool_calls`.
   With `return_token_ids`, the choice carries the prompt's and the reply's token ids.
@@ -157,6 +162,7 @@ class _Handlers:
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
         self.worker = BatchingWorker(engine)
         self.recorder, self.sampling = recorder, sampling
+        self.context = getattr(engine.model.config, "max_position_embeddings", None)  # None: no limit known
 
     def params(self, body: dict) -> SamplingParams:
         from fastapi import HTTPException
@@ -176,13 +182,19 @@ class _Handlers:
 
         if not prompt or not all(isinstance(t, int) and 0 <= t < len(self.tokenizer) for t in prompt):
             raise HTTPException(400, "prompt: token ids of this model's vocabulary, at least one")
+        if self.context is not None and len(prompt) + params.max_new_tokens > self.context:
+            raise HTTPException(400, f"This model's maximum context length is {self.context} tokens; the request "
+                                     f"has {len(prompt)} prompt tokens and asks for up to {params.max_new_tokens} "
+                                     f"more ({len(prompt)} + {params.max_new_tokens} > {self.context}): shorten "
+                                     "the prompt or lower max_tokens")
         return await run_in_threadpool(self.worker.submit(prompt, params, seed).result)
 
     def reply(self, kind: str, choice: dict, prompt: list[int], sample: Sample) -> dict:
         return {"id": f"{kind}-{uuid.uuid4().hex}", "object": "chat.completion" if kind == "chatcmpl" else
                 "text_completion", "created": int(time.time()), "model": self.name, "choices": [choice],
                 "weight_version": self.engine.version,
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sample.ids)}}
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sample.ids),
+                          "total_tokens": len(prompt) + len(sample.ids)}}
 
     async def health(self):
         return {"status": "ok", "version": self.engine.version, "dtype": str(self.engine.dtype).removeprefix("torch.")}
@@ -290,13 +302,24 @@ class _Handlers:
         return {"version": version}
 
 
+async def _openai_error(request, e):
+    """A refusal in OpenAI's error body (as vLLM answers one), whose message the `openai` client shows."""
+    from fastapi.responses import JSONResponse
+
+    kind = "invalid_request_error" if e.status_code < 500 else "server_error"
+    return JSONResponse({"error": {"message": str(e.detail), "type": kind, "param": None, "code": e.status_code}},
+                        status_code=e.status_code, headers=getattr(e, "headers", None))
+
+
 def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None):
     """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`engines/recorder.py`) it also
     records: `/episodes/{id}/v1/chat/completions`, `POST /episodes/{id}/reward`, `GET /episodes/{id}`;
     `sampling` then replaces every request's sampling parameters (the recipe's, for training)."""
     from fastapi import FastAPI
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     app = FastAPI(title="agentic-rl serve")
+    app.exception_handler(StarletteHTTPException)(_openai_error)
     h = _Handlers(engine, tokenizer, name, recorder, sampling)
     app.state.worker = h.worker
     app.get("/health")(h.health)
