@@ -54,6 +54,7 @@ class HFEngine:
         else:
             self._infer = copy.deepcopy(model).to(self.dtype)
         self._infer.eval()
+        self.samples_policy = self._infer is model  # fp32 without a copy: its weights cannot go stale
         self.cache_kw = cache_kwarg(self._infer)  # once: the forward's signature never changes
         # Asked of the policy's own weights (fp32 as a rule): whether attention is plain softmax is
         # the architecture's property, and a bf16 copy's rounding, amplified through SmolLM2's
@@ -76,6 +77,12 @@ class HFEngine:
                     p.copy_(src[name])
         self.version += 1
         return self.version
+
+    def weights_checksum(self) -> str:
+        """The checksum of the weights it samples from, in its dtype (`probe.weights_checksum`)."""
+        from agentic_rl.engines.probe import weights_checksum
+
+        return weights_checksum(self._infer.named_parameters(), self.dtype)
 
     @torch.no_grad()
     def score(self, ids: Sequence[int]) -> torch.Tensor:

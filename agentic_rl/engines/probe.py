@@ -16,19 +16,34 @@ Tolerances (`rollout.sync_probe_tol`, 0 = by the sampler's dtype): 1e-3 when the
 in fp32 like the trainer, 0.1 nats a token when it computes in bf16 — what the check catches is a
 sampler whose distribution left the trainer's by more than that; a sync skipped after one small
 update (which moves the distribution by less than bf16's own noise) is within it.
+
+So where the engine can report a checksum of the weights it samples from, the probe compares it,
+too, with the same checksum of the trainer's weights cast to the sampler's dtype (`weights_checksum`:
+crc32 of every tensor's bytes, name by name): equal only when every weight the sampler holds is
+the trainer's, rounded as a correct sync rounds it. One optimizer step at the recipes' learning rate
+(1e-5) moves a weight by about 1e-5, under bf16's spacing (1.2e-4 at 0.02) for most weights, yet
+rounds a few percent of them to the next bf16 value: the checksum changes, the gap barely does.
+The in-process engine reports one (`HFEngine.weights_checksum`) when it samples from a copy of the
+weights (in fp32 without a copy it reads the policy itself: nothing can go stale); so does our
+server (`GET /weights/checksum`). vLLM, Ray workers and a LoRA policy (whose sampler holds a merge
+the trainer does not) are checked by the gap alone.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
+from agentic_rl.engines import weight_update
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.faults import InfrastructureError
 from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import sequence_logprobs
+from agentic_rl.models.lora import is_lora
 from agentic_rl.models.precision import autocast
 
 # long enough (~300 tokens) to fill whole KV blocks of a served engine's prefix cache (vLLM's CPU
@@ -89,7 +104,8 @@ class SyncProbe:
         return float((served - trained[len(self.prompt) - 1 :]).abs().mean())
 
     def check(self, engine, model) -> float:
-        """The gap after the engine's latest sync; raises `WeightSyncError` past the tolerance."""
+        """The gap after the engine's latest sync; raises `WeightSyncError` past the tolerance, or
+        when the sampler's weight checksum is not the trainer's."""
         gap = self.gap(engine, model)
         if not gap <= self.tolerance:  # a NaN fails too
             raise WeightSyncError(
@@ -97,7 +113,43 @@ class SyncProbe:
                 f"continuation of a fixed prompt differ from the trainer's by {gap:.4f} nats a token (tolerance "
                 f"{self.tolerance:g}); the sampler is not serving the trained weights (a sync skipped, half "
                 "written, cast to the wrong dtype, or answered from a stale cache)")
+        sums = checksums(engine, model)
+        if sums is not None and sums[0] != sums[1]:
+            raise WeightSyncError(
+                f"weight sync to version {engine.version} failed its probe: the weights the sampler holds (crc32 "
+                f"{sums[0]}) are not the trainer's in {str(engine.dtype).removeprefix('torch.')} (crc32 {sums[1]}), "
+                f"though its logprobs are within {gap:.4f} nats a token of the trainer's (tolerance "
+                f"{self.tolerance:g}); the sampler is not serving the trained weights (a sync skipped or half "
+                "written after an update too small for the logprobs to show)")
         return gap
+
+
+def weights_checksum(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> str:
+    """crc32 of the tensors' bytes in `dtype`, name by name in name order: equal only for weights
+    equal bit for bit (a cast rounds to nearest, as a sync's copy into a `dtype` copy does)."""
+    crc = 0
+    for name, t in sorted(named, key=lambda item: item[0]):
+        crc = zlib.crc32(name.encode(), crc)
+        crc = zlib.crc32(t.detach().to(dtype).cpu().contiguous().view(torch.uint8).numpy(), crc)
+    return f"{crc:08x}"
+
+
+def checksums(engine, model) -> tuple[str, str] | None:
+    """(the sampler's weight checksum, the trainer's cast to the sampler's dtype), or None where the
+    engine reports none (and for a LoRA policy: its sampler holds a merge). A collective when sharded."""
+    served = None if is_lora(model) or getattr(engine, "samples_policy", False) else _sampler_checksum(engine)
+    if served is None:
+        return None
+    return served, weights_checksum(sharding.full_parameters(model).items(), engine.dtype)
+
+
+def _sampler_checksum(engine) -> str | None:
+    report = getattr(engine, "weights_checksum", None)  # in process
+    if report is not None:
+        return report()
+    if getattr(engine, "writer", None) is weight_update.load_weights:  # a served engine on our server
+        return str(engine._get("/weights/checksum")["checksum"])
+    return None
 
 
 def checked_sync(engine, model, probe: SyncProbe | None) -> tuple[int, float | None]:

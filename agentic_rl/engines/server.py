@@ -21,7 +21,9 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
 - `POST /v1/load_weights` `{"path": DIR}`: load a checkpoint's weights (safetensors) into the
   served model and sync the sampler; answers the new `version`. Requests in flight finish on the
   old weights; none samples from half-loaded ones.
-- `GET /health`, `GET /v1/models`, `GET /version`.
+- `GET /health`, `GET /v1/models`, `GET /version`; `GET /weights/checksum` (`version`, `dtype`, and
+  the crc32 of the weights the sampler holds, `probe.weights_checksum`: the weight-sync probe
+  compares it with the trainer's).
 - Recording mode (`--record`; `rollout.agent` in training): `/episodes/{id}/v1/chat/completions`
   records every call of an episode as token ids, `POST /episodes/{id}/reward`, `GET /episodes/{id}`
   gives its exact training rows, `DELETE /episodes/{id}` forgets it (`engines/recorder.py`,
@@ -202,6 +204,15 @@ class _Handlers:
     async def version(self):
         return {"version": self.engine.version}
 
+    async def checksum(self):
+        from fastapi.concurrency import run_in_threadpool
+
+        def read() -> dict:
+            with self.worker.lock:  # not while weights load
+                return {"version": self.engine.version, "dtype": str(self.engine.dtype).removeprefix("torch."),
+                        "checksum": self.engine.weights_checksum()}
+        return await run_in_threadpool(read)
+
     async def models(self):
         return {"object": "list", "data": [{"id": self.name, "object": "model"}]}
 
@@ -325,6 +336,7 @@ def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampl
     app.get("/health")(h.health)
     app.get("/version")(h.version)
     app.get("/v1/models")(h.models)
+    app.get("/weights/checksum")(h.checksum)
     app.post("/v1/completions")(h.completions)
     app.post("/v1/chat/completions")(h.chat)
     app.post("/v1/load_weights")(h.load_weights)

@@ -74,3 +74,58 @@ def test_a_sync_skipped_after_an_rl_update_is_caught_at_that_step(tmp_path, monk
     _broken(monkeypatch, skipped, after=1)  # the sync after SFT works, the first RL step's does not
     with pytest.raises(WeightSyncError, match="version 2"):
         _run(tmp_path, "rl.optim.lr=1e-2", "rl.algorithm.entropy_coef=0.1")
+
+
+def _one_real_step(model, tokenizer, lr: float = 1e-5) -> None:
+    """One AdamW step (the trainer's optimizer, at the recipes' learning rate) on the loss of an answer."""
+    from agentic_rl.trainer.sft import adamw
+
+    opt = adamw([p for p in model.parameters() if p.requires_grad], lr)
+    ids = torch.tensor([tokenizer("Answer: 2 + 3 + 5 = 10", add_special_tokens=False)["input_ids"]])
+    model.train()
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    model.eval()
+
+
+@pytest.mark.parametrize(("precision", "own_copy"), [("bf16", False), ("fp32", True)])
+def test_a_sampler_left_on_the_weights_before_one_real_update_is_caught(precision, own_copy, tiny, tokenizer):
+    """One real update at lr 1e-5 moves the greedy logprobs by less than the gap's tolerance; the
+    weight checksum catches the sampler that missed it, and passes it once synced."""
+    from agentic_rl.engines.probe import SyncProbe
+
+    engine = HFEngine(tiny, tokenizer, precision, own_copy=own_copy)
+    probe = SyncProbe.build(engine, tokenizer, precision)
+    assert probe.check(engine, tiny) <= probe.tolerance
+    _one_real_step(tiny, tokenizer)
+    with pytest.raises(WeightSyncError, match=r"version 0 failed its probe: the weights the sampler holds"):
+        probe.check(engine, tiny)
+    engine.sync_weights()
+    assert probe.check(engine, tiny) <= probe.tolerance
+
+
+def test_our_server_left_on_the_weights_before_one_real_update_is_caught(tiny, tokenizer, tmp_path, monkeypatch):
+    """The same through `agentic-rl serve` in bf16 (a real uvicorn): a load the server skips after one
+    real update is caught by the checksum it reports, and a real load passes."""
+    import copy
+
+    from agentic_rl.engines.probe import SyncProbe
+    from agentic_rl.engines.served import ServedEngine
+    from agentic_rl.engines.server import BatchingWorker, create_app
+    from tests.engines.test_served import Server
+
+    server = Server(create_app(HFEngine(copy.deepcopy(tiny), tokenizer, "bf16"), tokenizer))
+    try:
+        engine = ServedEngine(server.url, tokenizer, tiny, weights_dir=str(tmp_path))
+        probe = SyncProbe.build(engine, tokenizer, "bf16")
+        _one_real_step(tiny, tokenizer)
+        load = BatchingWorker.load_weights
+        monkeypatch.setattr(BatchingWorker, "load_weights", lambda self, path: self.engine.version + 1)
+        engine.sync_weights()
+        with pytest.raises(WeightSyncError, match=r"version 1 failed its probe: the weights the sampler holds"):
+            probe.check(engine, tiny)
+        monkeypatch.setattr(BatchingWorker, "load_weights", load)
+        engine.sync_weights()
+        assert probe.check(engine, tiny) <= probe.tolerance
+    finally:
+        server.stop()
