@@ -25,15 +25,28 @@ the trainer's, rounded as a correct sync rounds it. One optimizer step at the re
 rounds a few percent of them to the next bf16 value: the checksum changes, the gap barely does.
 The in-process engine reports one (`HFEngine.weights_checksum`) when it samples from a copy of the
 weights (in fp32 without a copy it reads the policy itself: nothing can go stale); so does our
-server (`GET /weights/checksum`). vLLM, Ray workers and a LoRA policy (whose sampler holds a merge
-the trainer does not) are checked by the gap alone.
+server (`GET /weights/checksum`).
+
+An engine without a checksum that can score a prompt (vLLM through `prompt_logprobs`; the
+in-process engine of a LoRA policy, whose sampler holds a merge the trainer does not) must instead
+follow the trainer's update (`SyncProbe.moved`): between two checks the sampler's logprobs of the
+probe's ~300 prompt tokens must move at least half of the way the trainer's moved, projected on the
+trainer's move (a stale sampler moves 0, a synced one 0.97 on SmolLM2 in bf16 after one update at lr
+1e-5). Prompt logprobs need every position's logits, which a prefix cache (keys and values) does
+not hold, so this measures the weights. Ray workers are checked by the gap alone.
+
+The prefix-cache reset after a vLLM update verifies nothing by its answer: vLLM answers
+`/reset_prefix_cache` 200 with an empty body, so the retry in `weight_update._reset_prefix_cache`
+(on `success: false`) never runs. A cache the reset left stale shows only in the greedy gap, which
+is answered from it: after an update that moved the distribution past the tolerance, not after one
+small update.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -69,6 +82,7 @@ PROBE_MESSAGES = [{"role": "system", "content": PROBE_SYSTEM},
                   {"role": "user", "content": "Name three prime numbers and add them up."}]
 PROBE_TOKENS = 24  # the continuation the gap is measured on
 TOLERANCE = {torch.float32: 1e-3, torch.bfloat16: 0.1}
+FOLLOWED = 0.5  # the least share of the trainer's move on the prompt a synced sampler's must follow
 
 
 class WeightSyncError(InfrastructureError):
@@ -82,6 +96,9 @@ class SyncProbe:
     prompt: tuple[int, ...]
     tolerance: float
     precision: str  # the trainer's (its forward runs under the same autocast as training)
+    # the previous check's prompt logprobs, the sampler's and the trainer's (`moved`), for an engine
+    # that reports no weight checksum; filled by `check`
+    previous: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, engine, tokenizer, precision: str, tolerance: float = 0.0) -> SyncProbe:
@@ -96,16 +113,14 @@ class SyncProbe:
         """Mean |sampler logprob - trainer logprob| per token of the engine's greedy continuation."""
         sample = engine.session(seed=0).generate({0: list(self.prompt)}, SamplingParams(0.0, 1.0, PROBE_TOKENS))[0]
         served = torch.tensor(sample.logprobs, dtype=torch.float32)
-        training = model.training
-        model.eval()
         with autocast(self.precision, device_of(model)):
-            trained = sharding.call(model, sequence_logprobs, (*self.prompt, *sample.ids)).float().cpu()
-        model.train(training)
+            trained = _trainer_logprobs(model, (*self.prompt, *sample.ids))
         return float((served - trained[len(self.prompt) - 1 :]).abs().mean())
 
     def check(self, engine, model) -> float:
-        """The gap after the engine's latest sync; raises `WeightSyncError` past the tolerance, or
-        when the sampler's weight checksum is not the trainer's."""
+        """The gap after the engine's latest sync; raises `WeightSyncError` past the tolerance, when
+        the sampler's weight checksum is not the trainer's, or (an engine without one) when the
+        sampler did not follow the trainer's last update."""
         gap = self.gap(engine, model)
         if not gap <= self.tolerance:  # a NaN fails too
             raise WeightSyncError(
@@ -121,7 +136,63 @@ class SyncProbe:
                 f"though its logprobs are within {gap:.4f} nats a token of the trainer's (tolerance "
                 f"{self.tolerance:g}); the sampler is not serving the trained weights (a sync skipped or half "
                 "written after an update too small for the logprobs to show)")
+        moved = self.moved(engine, model) if sums is None else None
+        if moved is not None and not moved >= FOLLOWED:
+            raise WeightSyncError(
+                f"weight sync to version {engine.version} failed its probe: since the previous sync the sampler's "
+                f"logprobs of the probe's prompt moved {moved:.2f} of the way the trainer's did (at least "
+                f"{FOLLOWED:g} expected), though its greedy logprobs are within {gap:.4f} nats a token of the "
+                f"trainer's (tolerance {self.tolerance:g}); the sampler is still on the weights before the update "
+                "(a sync skipped, or answered from a stale cache)")
         return gap
+
+    def moved(self, engine, model) -> float | None:
+        """How far the sampler's prompt logprobs moved since the previous check along the trainer's
+        own move, as a share of it (1: followed, 0: stayed). The trainer's are read in fp32 whatever
+        the training precision: under bf16 autocast their own rounding moved SmolLM2's 0.063 nats a
+        token (rms) where one update at lr 1e-5 moved them 0.013, and a synced sampler then measured
+        0.07 of the way (fp32: 0.97; stale: 0.00). None on the first check, for an engine
+        that cannot score a prompt, or when the trainer moved less than `tolerance / 10` nats a token
+        (rms): too little for bf16's rounding to follow (a synced tiny model followed 0.64-1.15 of a
+        2-3e-4 move, -0.09 to 5.96 of a 2-3e-5 one, 1.00 of a 0.02 one); None for an engine that
+        samples from the policy itself. Remembers this check for the next."""
+        served = None if getattr(engine, "samples_policy", False) else prompt_logprobs(engine, self.prompt)
+        if served is None:
+            return None
+        trained = _trainer_logprobs(model, self.prompt)
+        before = dict(self.previous)
+        self.previous.update(served=served, trained=trained)
+        if not before or before["served"].shape != served.shape:
+            return None
+        d_trained, d_served = trained - before["trained"], served - before["served"]
+        if float(d_trained.pow(2).mean().sqrt()) < self.tolerance / 10:
+            return None
+        return float(d_served @ d_trained / (d_trained @ d_trained))
+
+
+@torch.no_grad()
+def _trainer_logprobs(model, ids) -> torch.Tensor:
+    """The trainer's fp32 logprobs of `ids` (a collective when sharded), in eval mode."""
+    training = model.training
+    model.eval()
+    out = sharding.call(model, sequence_logprobs, tuple(ids)).float().cpu()
+    model.train(training)
+    return out
+
+
+@torch.no_grad()
+def prompt_logprobs(engine, prompt: tuple[int, ...]) -> torch.Tensor | None:
+    """(T - 1,) the sampler's fp32 logprobs of the prompt's tokens at temperature 1: the in-process
+    engine's `score`, a served engine's `prompt_logprobs` (ours and vLLM's); None for another engine."""
+    if hasattr(engine, "score"):
+        return engine.score(list(prompt)).float().cpu()
+    if not hasattr(engine, "_post"):
+        return None
+    body = {"prompt": list(prompt), "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0}
+    if getattr(engine, "served_model", None):
+        body["model"] = engine.served_model
+    entries = engine._post("/v1/completions", body)["choices"][0]["prompt_logprobs"][1:]
+    return torch.tensor([e[str(t)]["logprob"] for t, e in zip(prompt[1:], entries)], dtype=torch.float32)
 
 
 def weights_checksum(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype) -> str:

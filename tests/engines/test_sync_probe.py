@@ -122,10 +122,70 @@ def test_our_server_left_on_the_weights_before_one_real_update_is_caught(tiny, t
         load = BatchingWorker.load_weights
         monkeypatch.setattr(BatchingWorker, "load_weights", lambda self, path: self.engine.version + 1)
         engine.sync_weights()
-        with pytest.raises(WeightSyncError, match=r"version 1 failed its probe: the weights the sampler holds"):
+        with pytest.raises(WeightSyncError, match=rf"version {engine.version} failed its probe: the weights the"):
             probe.check(engine, tiny)
         monkeypatch.setattr(BatchingWorker, "load_weights", load)
         engine.sync_weights()
         assert probe.check(engine, tiny) <= probe.tolerance
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("synced", [False, True])
+def test_a_sampler_without_a_checksum_must_follow_the_trainers_update(synced, tiny, tokenizer, tmp_path, monkeypatch):
+    """A server that reports no weight checksum (as vLLM): after one real update (the tiny recipe's
+    lr, 1e-3) its prompt logprobs must move with the trainer's. A skipped load stays put and is
+    caught; a real load follows and passes."""
+    import copy
+
+    from agentic_rl.engines import probe as probe_module
+    from agentic_rl.engines.served import ServedEngine
+    from agentic_rl.engines.server import BatchingWorker, create_app
+    from tests.engines.test_served import Server
+
+    monkeypatch.setattr(probe_module, "_sampler_checksum", lambda engine: None)
+    server = Server(create_app(HFEngine(copy.deepcopy(tiny), tokenizer, "bf16"), tokenizer))
+    try:
+        engine = ServedEngine(server.url, tokenizer, tiny, weights_dir=str(tmp_path))
+        probe = probe_module.SyncProbe.build(engine, tokenizer, "bf16")
+        engine.sync_weights()
+        probe.check(engine, tiny)  # the reading the next check compares with
+        _one_real_step(tiny, tokenizer, lr=1e-3)
+        if not synced:
+            monkeypatch.setattr(BatchingWorker, "load_weights", lambda self, path: self.engine.version + 1)
+        engine.sync_weights()
+        if synced:
+            assert probe.check(engine, tiny) <= probe.tolerance
+        else:
+            with pytest.raises(WeightSyncError, match=rf"version {engine.version} failed its probe: .* moved 0\.00 of"):
+                probe.check(engine, tiny)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_smollm2_in_bf16_left_on_the_weights_before_one_update_at_lr_1e5_is_caught(monkeypatch):
+    """The case the gap alone missed: SmolLM2 sampling in bf16, one real update at lr 1e-5. The
+    checksum catches the unsynced sampler, and so does the movement check alone (as for vLLM, which
+    reports no checksum); both pass it once synced."""
+    from agentic_rl.engines import probe as probe_module
+    from agentic_rl.models.loader import load_model
+
+    model, tokenizer = load_model("smollm2", device="cpu")
+    engine = HFEngine(model, tokenizer, "bf16")
+    by_sum, stale_moved, synced_moved = (probe_module.SyncProbe.build(engine, tokenizer, "bf16") for _ in range(3))
+    with monkeypatch.context() as m:
+        m.setattr(probe_module, "_sampler_checksum", lambda engine: None)
+        for probe in (stale_moved, synced_moved):
+            probe.check(engine, model)  # the readings before the update
+    _one_real_step(model, tokenizer, lr=1e-5)
+    with pytest.raises(WeightSyncError, match="the weights the sampler holds"):
+        by_sum.check(engine, model)
+    with monkeypatch.context() as m:
+        m.setattr(probe_module, "_sampler_checksum", lambda engine: None)
+        with pytest.raises(WeightSyncError, match=r"moved 0\.00 of the way"):
+            stale_moved.check(engine, model)
+        engine.sync_weights()
+        assert synced_moved.check(engine, model) <= synced_moved.tolerance
+        assert synced_moved.moved(engine, model) is None  # the trainer has not moved since: nothing to follow
+    assert by_sum.check(engine, model) <= by_sum.tolerance
