@@ -22,7 +22,8 @@ too, with the same checksum of the trainer's weights cast to the sampler's dtype
 crc32 of every tensor's bytes, name by name): equal only when every weight the sampler holds is
 the trainer's, rounded as a correct sync rounds it. One optimizer step at the recipes' learning rate
 (1e-5) moves a weight by about 1e-5, under bf16's spacing (1.2e-4 at 0.02) for most weights, yet
-rounds a few percent of them to the next bf16 value: the checksum changes, the gap barely does.
+rounds many to the next bf16 value (a quarter of the tiny model's): the checksum changes, the gap
+barely does.
 The in-process engine reports one (`HFEngine.weights_checksum`) when it samples from a copy of the
 weights (in fp32 without a copy it reads the policy itself: nothing can go stale); so does our
 server (`GET /weights/checksum`).
