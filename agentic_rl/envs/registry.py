@@ -61,12 +61,13 @@ def _load_builtin() -> None:
         frozen_lake,
         retool,
         search_r1,
+        sokoban,
         sql,
         swe_repair,
         tasks,
     )
 
-    for module in (calculator, code, frozen_lake, retool, search_r1, sql, swe_repair, tasks):
+    for module in (calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec

@@ -246,7 +246,7 @@ def _a_call(spec: EnvSpec, options, task: Task) -> str:
     return fmt.stop_strings[0].replace("</", "<") + "x" + fmt.stop_strings[0]
 
 
-_EPISODE = Budget(6, 256, 2048)  # roomy: demonstrations must never be cut
+_EPISODE = Budget(40, 256, 8192)  # roomy: demonstrations must never be cut (a Sokoban solution takes up to ~20 moves)
 
 
 def _play(spec: EnvSpec, options, tokenizer, tasks, script, budget: Budget = _EPISODE) -> list[Trajectory]:
