@@ -104,9 +104,7 @@ def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Che
         if spec.demonstration is None:
             return "no demonstrations (skipped)"
         made = [demonstrate(spec, options, t, tokenizer) for t in tasks]
-        demos = [d for d, _ in made]
-        actions = [[spec.make_env(options).format.render_assistant_body(m) for m in d if m["role"] == "assistant"]
-                   for d in demos]
+        actions = [[t.action_text for t in sft.turns] for _, sft in made]  # as the policy writes them
         trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: _final(actions[row], turn, tokenizer))
         for task, (demo, sft), traj in zip(tasks, made, trajs):
             shown = [m["content"] for m in demo if m["role"] == "tool"]

@@ -32,8 +32,10 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
     between two actions (tool results, template glue, a new user turn) is an observation.
 
     A tool-calling action ends at its closing tag, where generation stops; the engine never samples
-    the end-of-turn after it, so that token is glue (masked). A final action ends with the end-of-turn
-    token, which the policy must learn to emit, so it is part of the action (trained). The glue is
+    the end-of-turn after it, so that token is glue (masked). A call with no closing tag of its own
+    (Llama's JSON, Mistral's [TOOL_CALLS]) ends with the format's `call_end`, its end-of-turn marker,
+    which the policy writes (trained). A final action ends with the end-of-turn token, which the
+    policy must learn to emit, so it is part of the action (trained). The glue is
     cut out of full renders of the conversation, so the format must be prefix-preserving (checked).
     An assistant message with `"weight": 0` (OpenAI's fine-tuning convention) stays in the sequence
     but out of the loss.
@@ -51,7 +53,7 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
             raise ValueError(f"format {fmt.name} does not render message {i} as a continuation of the ones before")
         body = fmt.render_assistant_body(msg)
         calls = fmt.parse(body).attempted  # the protocol decides what a call looks like
-        text = body + ("" if calls else fmt.end_of_turn)
+        text = body + (getattr(fmt, "call_end", "") if calls else fmt.end_of_turn)
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
         turns.append(Turn(tuple(tokenizer.encode(before[len(fed):], add_special_tokens=False)), ids,
                           (0.0,) * len(ids), text, "stop" if calls else "eos",

@@ -220,7 +220,10 @@ def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget
     if len(ep.turns) + 1 >= budget.max_turns or out_of_room:
         ep.truncated = True
         return _close(ep)
-    glue = ep.env.format.render_observation(result.observation, action_closed=sample.stop_reason == "eos")
+    # the action closed its turn: at the end-of-turn token, or at its text where that is no single
+    # token of the vocabulary and the engine stopped at it as a stop string (formats/families.py)
+    closed = sample.stop_reason == "eos" or sample.text.endswith(ep.env.format.end_of_turn)
+    glue = ep.env.format.render_observation(result.observation, action_closed=closed)
     if history_of(ep.env.format) == "template":
         return _as_rendered(ep, sample, result.observation, glue, tokenizer)
     return tokenizer.encode(glue, add_special_tokens=False)

@@ -6,7 +6,8 @@ the format for models whose template already knows tools (Qwen, Hermes, Llama 3.
 exchanging trajectories with OpenAI-compatible tooling. Actions and glue are cut out of full renders,
 so the template must be prefix-preserving; that is checked, never assumed.
 
-Calls inside the text use the hermes `<tool_call>` syntax, the convention of the templates above.
+Calls inside the text use the hermes `<tool_call>` syntax by default, the convention of the
+templates above; a family's own syntax is its `calls` parser (`formats/families.py`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentic_rl.envs.formats.base import IM_END, ParsedAction
-from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, HermesFormat
+from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE
 from agentic_rl.models.chat_template import TOOL_CHATML_TEMPLATE
 
 _USER, _ACTION = "\x00user-probe\x00", "\x00action-probe\x00"
@@ -30,7 +31,13 @@ class ChatTemplateFormat:
     name: str = "openai"
     stop_strings: tuple[str, ...] = (TOOL_CALL_CLOSE,)
     end_of_turn: str = IM_END
-    calls: HermesFormat = HERMES
+    calls: CallParser = HERMES
+    # what the policy writes after a call: "" where the call ends with a closing tag that is a stop
+    # string (</tool_call>), the end-of-turn marker where the call has no closing tag of its own
+    call_end: str = ""
+    # tool-call arguments as the template receives them: JSON strings (the OpenAI API's convention)
+    # or mappings (what Hugging Face templates of Llama, Mistral, Gemma index into)
+    json_arguments: bool = True
     # where the template's rendering of the next turn does not extend what was sampled (it rewrites
     # the policy's history): "keep" feeds the glue after the sample as sampled (one context; the
     # rendering is not consulted), "template" starts a new context from the template's rendering of
@@ -44,7 +51,7 @@ class ChatTemplateFormat:
         """The template's text for this action between its turn header and its end of turn."""
         probe = [{"role": "user", "content": _USER}]
         head = self._render(probe, (), add_generation_prompt=True)
-        full = self._render([*probe, to_openai_message(message)], (), add_generation_prompt=False)
+        full = self._render([*probe, message], (), add_generation_prompt=False)
         if not full.startswith(head) or self.end_of_turn not in full[len(head):]:
             raise ValueError(f"chat template is not prefix-preserving around an assistant message: {full!r}")
         body = full[len(head):]
@@ -66,7 +73,7 @@ class ChatTemplateFormat:
         action with a call that does not parse is all `content`, as OpenAI-compatible servers return it."""
         parsed = self.parse(text)
         text = text.removesuffix(self.end_of_turn)
-        content = text if parsed.errors else text.split("<tool_call>", 1)[0].rstrip("\n")
+        content = text if parsed.errors else self.calls.prose(text)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if parsed.tool_calls and not parsed.errors:
             message["tool_calls"] = [
@@ -78,21 +85,38 @@ class ChatTemplateFormat:
 
     def _render(self, messages: Sequence[Mapping], tools: Sequence[Mapping], add_generation_prompt: bool) -> str:
         return _compiled(self.template).render(
-            messages=[to_openai_message(m) for m in messages], tools=list(tools) or None,
+            messages=[to_openai_message(m, self.json_arguments) for m in messages], tools=list(tools) or None,
             add_generation_prompt=add_generation_prompt,
         )
 
 
-def to_openai_message(message: Mapping) -> dict[str, Any]:
-    """Tool-call arguments as JSON strings, as the OpenAI API sends them; other messages unchanged."""
+class CallParser(Protocol):
+    def parse(self, text: str) -> ParsedAction: ...
+
+    def prose(self, text: str) -> str:
+        """The text in front of the calls."""
+        ...
+
+
+def to_openai_message(message: Mapping, json_arguments: bool = True) -> dict[str, Any]:
+    """Tool-call arguments as JSON strings, as the OpenAI API sends them (or as mappings,
+    `json_arguments=False`); other messages unchanged."""
     if not message.get("tool_calls"):
         return dict(message)
     calls = []
     for i, call in enumerate(message["tool_calls"]):
         fn = call.get("function", call)
         args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"])
+        args = args if json_arguments else _as_mapping(args)
         calls.append({"id": call.get("id", f"call_{i}"), "type": "function", "function": {"name": fn["name"], "arguments": args}})
     return {**message, "tool_calls": calls}
+
+
+def _as_mapping(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:  # not JSON: the template shows the string as it is
+        return arguments
 
 
 @functools.lru_cache(maxsize=8)

@@ -99,6 +99,10 @@ class HermesFormat:
         return head + self.tool_turn(messages) + self.generation_prompt()
 
     # ---------------------------------------------------------------- parsing
+    def prose(self, text: str) -> str:
+        """The text in front of the calls."""
+        return text.split(TOOL_CALL_OPEN, 1)[0].rstrip("\n")
+
     def parse(self, text: str) -> ParsedAction:
         """Tool calls in an action. Never raises: malformed calls become error strings."""
         calls: list[ToolCall] = []

@@ -1,0 +1,125 @@
+"""Each family's format (llama3_json, mistral, gemma3): prefix-preserving renders, parsers that accept
+what vLLM's parser for the family accepts and never raise, and the token contract on SmolLM2's
+tokenizer, where none of these end-of-turn markers is a single token."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentic_rl.engines.base import SamplingParams
+from agentic_rl.engines.scripted import ScriptedEngine
+from agentic_rl.envs.base import ToolEnv
+from agentic_rl.envs.formats import GEMMA3, LLAMA3_JSON, MISTRAL, get_format
+from agentic_rl.rollout.conformance import check_env
+from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.tools import calculator, function_schema
+from agentic_rl.types import Task, ToolCall
+
+FAMILIES = [LLAMA3_JSON, MISTRAL, GEMMA3]
+CALL = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "2 + 3 * 4"}}}
+CONVERSATION = [
+    {"role": "system", "content": "Be careful."},
+    {"role": "user", "content": "What is 2 + 3 * 4?"},
+    {"role": "assistant", "content": "I will use the calculator.", "tool_calls": [CALL]},
+    {"role": "tool", "name": "calculator", "content": "14"},
+    {"role": "assistant", "content": "<answer>14</answer>"},
+    {"role": "user", "content": "And 1 + 1, twice?"},
+    {"role": "assistant", "content": "", "tool_calls": [CALL, CALL]},
+    {"role": "tool", "name": "calculator", "content": "14"},
+    {"role": "tool", "name": "calculator", "content": "14"},
+]
+
+
+@pytest.mark.parametrize("fmt", FAMILIES, ids=lambda f: f.name)
+def test_prompt_plus_each_action_plus_glue_equals_full_render(fmt):
+    """What the rollout concatenates (prompt, each action as the policy writes it, glue) is what a
+    full render shows, at every action of a two-user-turn conversation with parallel calls."""
+    tools = [function_schema(calculator)]
+    text = fmt.render_prompt(CONVERSATION[:2], tools)
+    for i, message in enumerate(CONVERSATION[2:], start=2):
+        if message["role"] != "assistant":
+            continue
+        action = fmt.render_assistant_body(message) + (fmt.call_end if message.get("tool_calls") else fmt.end_of_turn)
+        results = [m for m in CONVERSATION[i + 1:] if m["role"] == "tool"][: len(message.get("tool_calls", []))]
+        following = CONVERSATION[i + 1: i + 1 + len(results)] or CONVERSATION[i + 1: i + 2]
+        text += action + fmt.render_observation(following, action_closed=True)
+        assert text == fmt.render_prompt(CONVERSATION[: i + 1 + len(following)], tools), (fmt.name, i)
+        parsed = fmt.parse(action)
+        assert [c.name for c in parsed.tool_calls] == ["calculator"] * len(message.get("tool_calls", []))
+        assert fmt.action_message(action)["content"] == message["content"]
+
+
+PARSES = [  # (format, text, calls, an error containing)
+    (LLAMA3_JSON, '{"name": "calculator", "parameters": {"expression": "1+2"}}<|eot_id|>', [("calculator", {"expression": "1+2"})], None),
+    (LLAMA3_JSON, '<|python_tag|>{"name": "f", "arguments": {"a": 1}}; {"name": "g", "parameters": {}}<|eom_id|>',
+     [("f", {"a": 1}), ("g", {})], None),
+    (LLAMA3_JSON, '<|python_tag|>brave_search.call(query="vorel founder")<|eom_id|>', [("brave_search", {"query": "vorel founder"})], None),
+    (LLAMA3_JSON, '{"name": "f", "parameters": {}, "arguments": {}}', [], "both"),
+    (LLAMA3_JSON, '{"name": "f", "parameters": {"a": 7 * 6}}', [], "not valid JSON"),
+    (LLAMA3_JSON, "<answer>3</answer><|eot_id|>", [], ""),
+    (MISTRAL, '[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": "{}"}]</s>', [("f", {"a": 1}), ("g", {})], None),
+    (MISTRAL, '[TOOL_CALLS]{"name": "f", "arguments": {}}', [("f", {})], None),
+    (MISTRAL, "[TOOL_CALLS] []</s>", [], "empty"),
+    (MISTRAL, '[TOOL_CALLS] [{"name": "f", "arguments": ', [], "not valid JSON"),
+    (MISTRAL, "<answer>3</answer></s>", [], ""),
+    (GEMMA3, '```tool_code\ncalculator(expression="1+2")\nf(a=[1, 2], b=true, c=None)\n```<end_of_turn>',
+     [("calculator", {"expression": "1+2"}), ("f", {"a": [1, 2], "b": True, "c": None})], None),
+    (GEMMA3, '[calculator(expression="1+2"), f()]', [("calculator", {"expression": "1+2"}), ("f", {})], None),
+    (GEMMA3, '```tool_code\ncalculator(expression="1+2")', [], "not closed"),
+    (GEMMA3, "```tool_code\ncalculator(1 + 2)\n```", [], "keyword arguments"),
+    (GEMMA3, "```tool_code\ncalculator(expression=x)\n```", [], "literals"),
+    (GEMMA3, "```tool_code\nimport os\n```", [], "Python call"),
+    (GEMMA3, "```tool_code\ncalculator(expression='1'\n```", [], "not valid Python"),
+    (GEMMA3, "The answer is [3] (see above)<end_of_turn>", [], ""),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text", "calls", "error"), PARSES)
+def test_parse_cases(fmt, text, calls, error):
+    parsed = fmt.parse(text)
+    assert [(c.name, dict(c.arguments)) for c in parsed.tool_calls] == calls
+    if error is None:
+        assert parsed.attempted and not parsed.errors
+    elif error == "":
+        assert parsed.is_final and not parsed.errors
+    else:
+        assert parsed.attempted and error in parsed.errors[0], parsed.errors
+
+
+@pytest.mark.parametrize("fmt", FAMILIES, ids=lambda f: f.name)
+@settings(max_examples=150, deadline=None)
+@given(text=st.lists(st.sampled_from(list('{}[]()"=,;:\n ab1') + ["<|python_tag|>", "[TOOL_CALLS]", "```tool_code\n", "```",
+                                                                  '"name"', "f(", "<|eot_id|>"]), max_size=40).map("".join))
+def test_parser_never_raises(fmt, text):
+    parsed = fmt.parse(text)
+    assert all(isinstance(c, ToolCall) for c in parsed.tool_calls) and all(isinstance(e, str) for e in parsed.errors)
+
+
+@pytest.mark.parametrize("name", ["llama3_json", "mistral", "gemma3"])
+def test_calculator_passes_every_check_on_smollm2(tokenizer, name):
+    checks = check_env("calculator", tokenizer, {"format": name})
+    assert [c for c in checks if not c.passed] == [] and len(checks) == 8
+
+
+def test_an_end_of_turn_that_is_no_token_is_a_stop_string_and_is_never_fed_twice(tokenizer):
+    """SmolLM2 has no <|eot_id|> token: the engine stops at the text. The glue after a call that
+    ends with it must not repeat it: the context is the template's render of the conversation, and
+    the trained tokens are exactly the sampled ones."""
+    assert len(tokenizer.encode(LLAMA3_JSON.end_of_turn, add_special_tokens=False)) > 1
+    env = ToolEnv([calculator], "Use the calculator.", format=get_format("llama3_json"))
+    task = Task(id="t", prompt="What is 2 + 3 * 4?", answer=14)
+    call = '{"name": "calculator", "parameters": {"expression": "2 + 3 * 4"}}<|eot_id|> never sampled'
+    script = [call, "<answer>14</answer><|eot_id|>"]
+    engine = ScriptedEngine(tokenizer, lambda row, turn: script[turn])
+    params = SamplingParams(1.0, 1.0, 64, LLAMA3_JSON.stop_strings)
+    (group,), _ = rollout(engine, tokenizer, lambda: env, [task], 1, params, Budget(4, 64, 256))
+    traj = group.trajectories[0]
+    assert [t.stop_reason for t in traj.turns] == ["stop", "stop"]
+    conversation = [*env.reset(task), {"role": "assistant", "content": "", "tool_calls": [CALL]},
+                    {"role": "tool", "name": "calculator", "content": "14"}]
+    expected = LLAMA3_JSON.render_prompt(conversation, env.tool_schemas) + script[1]
+    assert tokenizer.decode(traj.token_ids(), skip_special_tokens=False) == expected
+    sampled = [t for turn in traj.turns for t in turn.action_ids]
+    assert [t for t, m in zip(traj.token_ids(), traj.loss_mask()) if m] == sampled
