@@ -49,15 +49,18 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
         if msg["role"] != "assistant":
             continue
         before = fmt.render_prompt(messages[:i], tools)
-        if not before.startswith(fed):
+        # a template that rewrites history (`history: template`, Qwen3's reasoning) starts a new
+        # context where its rendering does not extend the one before, as the rollout does
+        restart = not before.startswith(fed)
+        if restart and getattr(fmt, "history", "keep") != "template":
             raise ValueError(f"format {fmt.name} does not render message {i} as a continuation of the ones before")
         body = fmt.render_assistant_body(msg)
         calls = fmt.parse(body).attempted  # the protocol decides what a call looks like
         text = body + (getattr(fmt, "call_end", "") if calls else fmt.end_of_turn)
         ids = tuple(tokenizer.encode(text, add_special_tokens=False))
-        turns.append(Turn(tuple(tokenizer.encode(before[len(fed):], add_special_tokens=False)), ids,
-                          (0.0,) * len(ids), text, "stop" if calls else "eos",
-                          observation=_observation(messages, i), trained=msg.get("weight", 1) != 0))
+        turns.append(Turn(tuple(tokenizer.encode(before if restart else before[len(fed):], add_special_tokens=False)),
+                          ids, (0.0,) * len(ids), text, "stop" if calls else "eos",
+                          observation=_observation(messages, i), trained=msg.get("weight", 1) != 0, restart=restart))
         fed = before + text
     return Trajectory(task=task, turns=tuple(turns), reward=1.0, terminated=True)
 

@@ -1,8 +1,11 @@
-"""Each family's format (llama3_json, mistral, gemma3): prefix-preserving renders, parsers that accept
-what vLLM's parser for the family accepts and never raise, and the token contract on SmolLM2's
-tokenizer, where none of these end-of-turn markers is a single token."""
+"""Each family's format (qwen2_5, qwen3, llama3_json, mistral, gemma3): prefix-preserving renders (Qwen3's
+rewrites, as its published template does), parsers that accept what vLLM's parser for the family
+accepts and never raise, and the token contract on SmolLM2's tokenizer, where the Llama, Mistral and
+Gemma end-of-turn markers are no single token."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +14,7 @@ from hypothesis import strategies as st
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.base import ToolEnv
-from agentic_rl.envs.formats import GEMMA3, LLAMA3_JSON, MISTRAL, get_format
+from agentic_rl.envs.formats import GEMMA3, LLAMA3_JSON, MISTRAL, QWEN2_5, QWEN3, get_format
 from agentic_rl.rollout.conformance import check_env
 from agentic_rl.rollout.loop import Budget, rollout
 from agentic_rl.tools import calculator, function_schema
@@ -32,7 +35,7 @@ CONVERSATION = [
 ]
 
 
-@pytest.mark.parametrize("fmt", FAMILIES, ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [QWEN2_5, *FAMILIES], ids=lambda f: f.name)
 def test_prompt_plus_each_action_plus_glue_equals_full_render(fmt):
     """What the rollout concatenates (prompt, each action as the policy writes it, glue) is what a
     full render shows, at every action of a two-user-turn conversation with parallel calls."""
@@ -44,7 +47,7 @@ def test_prompt_plus_each_action_plus_glue_equals_full_render(fmt):
         action = fmt.render_assistant_body(message) + (fmt.call_end if message.get("tool_calls") else fmt.end_of_turn)
         results = [m for m in CONVERSATION[i + 1:] if m["role"] == "tool"][: len(message.get("tool_calls", []))]
         following = CONVERSATION[i + 1: i + 1 + len(results)] or CONVERSATION[i + 1: i + 2]
-        text += action + fmt.render_observation(following, action_closed=True)
+        text += action + fmt.render_observation(following, action_closed=action.endswith(fmt.end_of_turn))
         assert text == fmt.render_prompt(CONVERSATION[: i + 1 + len(following)], tools), (fmt.name, i)
         parsed = fmt.parse(action)
         assert [c.name for c in parsed.tool_calls] == ["calculator"] * len(message.get("tool_calls", []))
@@ -97,7 +100,7 @@ def test_parser_never_raises(fmt, text):
     assert all(isinstance(c, ToolCall) for c in parsed.tool_calls) and all(isinstance(e, str) for e in parsed.errors)
 
 
-@pytest.mark.parametrize("name", ["llama3_json", "mistral", "gemma3"])
+@pytest.mark.parametrize("name", ["qwen2_5", "qwen3", "llama3_json", "mistral", "gemma3"])
 def test_calculator_passes_every_check_on_smollm2(tokenizer, name):
     checks = check_env("calculator", tokenizer, {"format": name})
     assert [c for c in checks if not c.passed] == [] and len(checks) == 8
@@ -123,3 +126,41 @@ def test_an_end_of_turn_that_is_no_token_is_a_stop_string_and_is_never_fed_twice
     assert tokenizer.decode(traj.token_ids(), skip_special_tokens=False) == expected
     sampled = [t for turn in traj.turns for t in turn.action_ids]
     assert [t for t, m in zip(traj.token_ids(), traj.loss_mask()) if m] == sampled
+
+
+def test_qwen_templates_follow_the_published_layouts():
+    """Qwen2.5: its own default system prompt, no blank line in front of a call without prose.
+    Qwen3: no default system prompt; reasoning shown only after the latest real user message (a turn
+    of tool responses does not count), kept when not empty and always on the last message."""
+    tools = [function_schema(calculator)]
+    qwen25 = QWEN2_5.render_prompt(CONVERSATION[1:], tools)
+    assert qwen25.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools")
+    assert "<|im_start|>assistant\n<tool_call>\n" in qwen25 and "I will use the calculator.\n<tool_call>" in qwen25
+    think = [{"role": "user", "content": "q"},
+             {"role": "assistant", "content": "<think>\nold\n</think>\n\nA"},
+             {"role": "user", "content": "q2"},
+             {"role": "assistant", "content": "<think>plan</think>", "tool_calls": [CALL]},
+             {"role": "tool", "name": "calculator", "content": "14"},
+             {"role": "user", "content": "<tool_response>\n14\n</tool_response>"},
+             {"role": "assistant", "content": "B"}]
+    text = QWEN3._render(think, (), add_generation_prompt=False)
+    assert text.startswith("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nA<|im_end|>")  # dropped
+    assert "<|im_start|>assistant\n<think>\nplan\n</think>\n\n<tool_call>\n" in text  # kept, no blank line
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nB<|im_end|>\n")  # the last: always
+    assert "\n\n# Tools" not in QWEN3.render_prompt(think[:1], tools) and QWEN3.render_prompt(think[:1], tools).startswith(
+        "<|im_start|>system\n# Tools")
+
+
+def test_a_demonstration_in_a_rewriting_template_starts_new_contexts_and_others_still_raise(tokenizer):
+    """Qwen3 drops an empty reasoning block from history: the demonstration, like the rollout, starts
+    a new context there. A format that keeps history and renders no continuation is an error."""
+    from agentic_rl.rollout.demos import conversation_trajectory
+
+    task = Task(id="t", prompt="What is 2 + 3 * 4?", answer=14)
+    messages = [*CONVERSATION[1:4], {"role": "assistant", "content": "<answer>14</answer>"}]
+    traj = conversation_trajectory(task, messages, [], QWEN3, tokenizer)
+    assert [t.restart for t in traj.turns] == [False, True] and traj.restarts == 1
+    assert tokenizer.decode(list(traj.turns[1].obs_ids), skip_special_tokens=False) == QWEN3.render_prompt(messages[:3])
+    keep = dataclasses.replace(QWEN3, name="qwen3_keep", history="keep")
+    with pytest.raises(ValueError, match="continuation"):
+        conversation_trajectory(task, messages, [], keep, tokenizer)

@@ -4,7 +4,7 @@
   openai     OpenAI function-calling messages rendered by a Jinja chat template (default: ours)
   openai_reasoning  the same with a Qwen3-style reasoning block; the template rewrites history, and
              each rewrite starts a new context (`history: template`)
-  llama3_json, mistral, gemma3  each family's own template and call syntax (`families.py`)
+  qwen2_5, qwen3, llama3_json, mistral, gemma3  each family's own template and call syntax (`families.py`)
   search_r1  <search>query</search> -> <information>...</information> inside the assistant turn
   retool     <code>python</code> -> <interpreter>...</interpreter> inside the assistant turn
 
@@ -17,7 +17,7 @@ from importlib import metadata
 
 from agentic_rl.envs.formats.base import IM_END, IM_START, ParsedAction, ToolFormat
 from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
-from agentic_rl.envs.formats.families import GEMMA3, LLAMA3_JSON, MISTRAL
+from agentic_rl.envs.formats.families import GEMMA3, LLAMA3_JSON, MISTRAL, QWEN2_5, QWEN3
 from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
 from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
 from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE
@@ -40,11 +40,11 @@ def get_format(name: str) -> ToolFormat:
 
 
 OPENAI_REASONING = ChatTemplateFormat(REASONING_CHATML_TEMPLATE, "openai_reasoning", history="template")
-for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, LLAMA3_JSON, MISTRAL, GEMMA3, SEARCH_R1, RETOOL):
+for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, QWEN2_5, QWEN3, LLAMA3_JSON, MISTRAL, GEMMA3, SEARCH_R1, RETOOL):
     register_format(_fmt)
 
 __all__ = [
-    "FORMATS", "GEMMA3", "HERMES", "IM_END", "IM_START", "LLAMA3_JSON", "MISTRAL", "OPENAI_REASONING", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
+    "FORMATS", "GEMMA3", "HERMES", "IM_END", "IM_START", "LLAMA3_JSON", "MISTRAL", "OPENAI_REASONING", "QWEN2_5", "QWEN3", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
     "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
     "get_format", "register_format",
 ]

@@ -113,3 +113,74 @@ GEMMA3_TEMPLATE = r"""
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}
 """
+
+# Qwen2.5: ChatML with hermes calls, as `TOOL_CHATML_TEMPLATE`, but Qwen's default system prompt and
+# no blank line in front of a call with no prose (`<|im_start|>assistant\n<tool_call>`).
+_QWEN_TOOLS = (
+    r"{{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}"
+    r"{%- for tool in tools -%}{{- '\n' + (tool | tojson) -}}{%- endfor -%}"
+    r"""{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' -}}"""
+)
+_QWEN_CALLS = r"""
+{%- for call in (message['tool_calls'] or []) -%}
+{%- set fn = call['function'] if call['function'] is defined else call -%}
+{{- ('\n' if content or not loop.first else '') + '<tool_call>\n{"name": "' + fn['name'] + '", "arguments": ' + (fn['arguments'] if fn['arguments'] is string else (fn['arguments'] | tojson)) + '}\n</tool_call>' -}}
+{%- endfor -%}
+{{- '<|im_end|>\n' -}}
+"""
+_QWEN_TOOL_RESULT = r"""
+{%- set prev = messages[loop.index0 - 1]['role'] if not loop.first else '' -%}
+{%- set next = messages[loop.index0 + 1]['role'] if not loop.last else '' -%}
+{{- ('<|im_start|>user' if prev != 'tool' else '') + '\n<tool_response>\n' + message['content'] + '\n</tool_response>' -}}
+{%- if next != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
+"""
+
+QWEN2_5_TEMPLATE = r"""
+{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' -%}
+{%- if tools -%}{{- '<|im_start|>system\n' + system + '\n\n' -}}""" + _QWEN_TOOLS + r"""
+{%- else -%}{{- '<|im_start|>system\n' + system + '<|im_end|>\n' -}}{%- endif -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'assistant' -%}
+{%- set content = message['content'] or '' -%}
+{{- '<|im_start|>assistant' + ('\n' + content if content else '\n') -}}""" + _QWEN_CALLS + r"""
+{%- elif message['role'] == 'tool' -%}""" + _QWEN_TOOL_RESULT + r"""
+{%- elif not (loop.first and message['role'] == 'system') -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+"""
+
+# Qwen3: the same without a default system prompt, and reasoning: an assistant message's
+# `<think>...</think>` is shown (as `<think>\n...\n</think>\n\n`) only after the latest real user
+# message (a user turn of tool responses does not count), where it is kept when not empty and always
+# on the last message; elsewhere it is dropped. `enable_thinking=false` is not rendered (the policy
+# always thinks).
+QWEN3_TEMPLATE = r"""
+{%- set ns = namespace(last_query=-1) -%}
+{%- for m in messages -%}
+{%- if m['role'] == 'user' and not ((m['content'] or '').startswith('<tool_response>') and (m['content'] or '').endswith('</tool_response>')) -%}{%- set ns.last_query = loop.index0 -%}{%- endif -%}
+{%- endfor -%}
+{%- set has_system = messages and messages[0]['role'] == 'system' -%}
+{%- if tools -%}{{- '<|im_start|>system\n' + ((messages[0]['content'] + '\n\n') if has_system else '') -}}""" + _QWEN_TOOLS + r"""
+{%- elif has_system -%}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' -}}{%- endif -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'assistant' -%}
+{%- set content = message['content'] or '' -%}
+{%- set reasoning = '' -%}
+{%- if '</think>' in content -%}
+{%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
+{%- set content = content.split('</think>')[-1].lstrip('\n') -%}
+{%- endif -%}
+{%- if loop.index0 > ns.last_query and (loop.last or reasoning) -%}
+{{- '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}
+{%- else -%}
+{{- '<|im_start|>assistant\n' + content -}}
+{%- endif -%}""" + _QWEN_CALLS + r"""
+{%- elif message['role'] == 'tool' -%}""" + _QWEN_TOOL_RESULT + r"""
+{%- elif not (loop.first and message['role'] == 'system') -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+"""
