@@ -3,6 +3,9 @@
 SmolLM2's shipped template renders `content` only: it drops `tool_calls` and shows tool results as a
 role nobody trained on. This template renders exactly what `agentic_rl.envs.formats.HermesFormat`
 renders (a test holds them equal), so a checkpoint saved by us chats with tools in any HF tooling.
+A model's own template that renders tool calls and results, in whatever syntax (Qwen's hermes
+calls, Llama's JSON, Mistral's [TOOL_CALLS], Gemma's tool_code), is kept: it is the default, ours
+the fallback.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ REASONING_CHATML_TEMPLATE = TOOL_CHATML_TEMPLATE.replace(
 
 
 def install_chat_template(tokenizer) -> None:
-    """Give the tokenizer a tool-capable template unless its own already renders tool calls."""
+    """Give the tokenizer a tool-capable template unless its own already renders tool calls and results."""
     if not _renders_tools(tokenizer):
         tokenizer.chat_template = TOOL_CHATML_TEMPLATE
 
@@ -69,17 +72,15 @@ def install_chat_template(tokenizer) -> None:
 def _renders_tools(tokenizer) -> bool:
     if not tokenizer.chat_template:
         return False
+    # an id as long as Mistral's templates ask for; arguments as a mapping, as HF templates index into
+    call = {"id": "probecall", "type": "function", "function": {"name": "probe_fn", "arguments": {"probe_arg": 7}}}
     probe = [
         {"role": "user", "content": "q"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "probe_fn", "arguments": {"probe_arg": 7}}}],
-        },
-        {"role": "tool", "name": "probe_fn", "content": "probe_result"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "probe_fn", "tool_call_id": "probecall", "content": "probe_result"},
     ]
     try:
         text = tokenizer.apply_chat_template(probe, tokenize=False)
     except Exception:  # templates raise arbitrary errors on roles they do not know
         return False
-    return all(s in text for s in ("probe_fn", "probe_arg", "probe_result")) and "<tool_call>" in text
+    return all(s in text for s in ("probe_fn", "probe_arg", "probe_result"))

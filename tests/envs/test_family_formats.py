@@ -164,3 +164,22 @@ def test_a_demonstration_in_a_rewriting_template_starts_new_contexts_and_others_
     keep = dataclasses.replace(QWEN3, name="qwen3_keep", history="keep")
     with pytest.raises(ValueError, match="continuation"):
         conversation_trajectory(task, messages, [], keep, tokenizer)
+
+
+@pytest.mark.parametrize("template", ["LLAMA3_JSON_TEMPLATE", "MISTRAL_TEMPLATE", "GEMMA3_TEMPLATE", "QWEN3_TEMPLATE"])
+def test_a_models_own_tool_template_is_kept_and_one_without_tools_replaced(tokenizer, template):
+    """The model's own template is the default when it renders tool calls and results, in its own
+    syntax; a template that drops them (SmolLM2's shipped one) gets our ChatML."""
+    import copy
+
+    from agentic_rl.envs.formats import family_templates
+    from agentic_rl.models.chat_template import TOOL_CHATML_TEMPLATE, install_chat_template
+
+    own = copy.deepcopy(tokenizer)
+    own.chat_template = getattr(family_templates, template)
+    install_chat_template(own)
+    assert own.chat_template == getattr(family_templates, template)
+    bare = copy.deepcopy(tokenizer)
+    bare.chat_template = "{% for m in messages %}{{ m['role'] + ': ' + (m['content'] or '') + '\\n' }}{% endfor %}"
+    install_chat_template(bare)
+    assert bare.chat_template == TOOL_CHATML_TEMPLATE
