@@ -183,3 +183,28 @@ def test_a_models_own_tool_template_is_kept_and_one_without_tools_replaced(token
     bare.chat_template = "{% for m in messages %}{{ m['role'] + ': ' + (m['content'] or '') + '\\n' }}{% endfor %}"
     install_chat_template(bare)
     assert bare.chat_template == TOOL_CHATML_TEMPLATE
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["llama3_json", "mistral"])
+def test_the_tiny_recipe_trains_end_to_end_in_a_family_format(tmp_path, name):
+    """SFT on the demonstrations in the family's format, then two RL steps sampled by the real HF
+    engine (stopping at the end-of-turn text, a stop string on SmolLM2), then the evaluation."""
+    import json
+
+    from agentic_rl.trainer import loop
+    from agentic_rl.trainer.config import load_config
+
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "eval.baselines=false", f"env.options.format={name}"])
+    loop.train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["stage"] == "rl"] == [1, 2]
+    assert all(r["trained_tokens"] > 0 for r in rows if r["stage"] == "sft")
+    episodes = [json.loads(line) for line in (tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()]
+    fmt = get_format(name)
+    env = ToolEnv([calculator], "x", format=fmt)
+    for ep in episodes:
+        first = ep["turns"][0]["obs_text"]
+        prompt = fmt.render_prompt([{"role": "system", "content": "S"}, {"role": "user", "content": ep["prompt"]}], env.tool_schemas)
+        assert first.endswith(prompt[prompt.index(ep["prompt"]):]), (name, first[-200:])
