@@ -147,6 +147,8 @@ def test_qwen_templates_follow_the_published_layouts():
     assert text.startswith("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nA<|im_end|>")  # dropped
     assert "<|im_start|>assistant\n<think>\nplan\n</think>\n\n<tool_call>\n" in text  # kept, no blank line
     assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nB<|im_end|>\n")  # the last: always
+    no_user = QWEN3._render([{"role": "system", "content": "s"}, {"role": "assistant", "content": "<think>r</think>A"}], (), False)
+    assert no_user.endswith("<|im_start|>assistant\nA<|im_end|>\n")  # no real user message: no reasoning anywhere
     assert "\n\n# Tools" not in QWEN3.render_prompt(think[:1], tools) and QWEN3.render_prompt(think[:1], tools).startswith(
         "<|im_start|>system\n# Tools")
 

@@ -153,11 +153,11 @@ QWEN2_5_TEMPLATE = r"""
 
 # Qwen3: the same without a default system prompt, and reasoning: an assistant message's
 # `<think>...</think>` is shown (as `<think>\n...\n</think>\n\n`) only after the latest real user
-# message (a user turn of tool responses does not count), where it is kept when not empty and always
-# on the last message; elsewhere it is dropped. `enable_thinking=false` is not rendered (the policy
+# message (a user turn of tool responses does not count; with none, nowhere), where it is kept when
+# not empty and always on the last message; elsewhere it is dropped. `enable_thinking=false` is not rendered (the policy
 # always thinks).
 QWEN3_TEMPLATE = r"""
-{%- set ns = namespace(last_query=-1) -%}
+{%- set ns = namespace(last_query=(messages | length) - 1) -%}
 {%- for m in messages -%}
 {%- if m['role'] == 'user' and not ((m['content'] or '').startswith('<tool_response>') and (m['content'] or '').endswith('</tool_response>')) -%}{%- set ns.last_query = loop.index0 -%}{%- endif -%}
 {%- endfor -%}
