@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_rl.envs.formats.base import ParsedAction
-from agentic_rl.envs.formats.hermes import _short, _to_call
+from agentic_rl.envs.formats.hermes import short_error, to_call
 from agentic_rl.types import ToolCall
 
 PYTHON_TAG = "<|python_tag|>"
@@ -44,7 +44,7 @@ def _json_objects(text: str, sep: str) -> list[Any]:
         try:
             value, i = decoder.raw_decode(text, len(text) - len(text[i:].lstrip()))
         except (json.JSONDecodeError, RecursionError) as e:
-            raise ValueError(f"tool call is not valid JSON ({_short(e)})") from None
+            raise ValueError(f"tool call is not valid JSON ({short_error(e)})") from None
         out.append(value)
         rest = text[i:].lstrip()
         if not rest.startswith(sep) or not sep:
@@ -88,7 +88,7 @@ def _llama_call(item: Any) -> ToolCall:
         if "arguments" in item:
             raise ValueError('a tool call has both "parameters" and "arguments": write one')
         item = {**item, "arguments": item["parameters"]}
-    return _to_call(item)
+    return to_call(item)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class MistralCalls:
                 items = payload if isinstance(payload, list) else [payload]
                 if not items:
                     raise ValueError("empty tool call list")
-                calls += [_to_call(item) for item in items]
+                calls += [to_call(item) for item in items]
             except ValueError as e:
                 errors.append(str(e))
         return _result(calls, errors)
@@ -154,7 +154,7 @@ def _pythonic(source: str, method: str = "") -> ParsedAction:
             nodes = list(nodes[0].elts)
         return _result([_python_call(node, method) for node in nodes], [])
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-        message = str(e) if isinstance(e, ValueError) else f"tool call is not valid Python ({_short(e)})"
+        message = str(e) if isinstance(e, ValueError) else f"tool call is not valid Python ({short_error(e)})"
         return _result([], [message])
 
 

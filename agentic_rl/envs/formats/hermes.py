@@ -123,14 +123,14 @@ def _parse_call_body(body: str) -> list[ToolCall]:
     try:
         payload = json.loads(body.strip())
     except (json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"tool call is not valid JSON ({_short(e)})") from None
+        raise ValueError(f"tool call is not valid JSON ({short_error(e)})") from None
     items = payload if isinstance(payload, list) else [payload]
     if not items:
         raise ValueError("empty tool call list")
-    return [_to_call(item) for item in items]
+    return [to_call(item) for item in items]
 
 
-def _to_call(item: Any) -> ToolCall:
+def to_call(item: Any) -> ToolCall:
     if not isinstance(item, dict):
         raise ValueError('a tool call must be a JSON object {"name": ..., "arguments": {...}}')
     name = item.get("name")
@@ -147,7 +147,7 @@ def _to_call(item: Any) -> ToolCall:
     return ToolCall(name=name, arguments=args)
 
 
-def _short(error: Exception) -> str:
+def short_error(error: Exception) -> str:
     return str(error).split(":")[0][:80]
 
 
