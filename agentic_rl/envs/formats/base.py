@@ -37,6 +37,8 @@ class ToolFormat(Protocol):
     name: str
     stop_strings: tuple[str, ...]  # generation stops after any of these (a closing call tag)
     end_of_turn: str  # the text of the token that ends an assistant turn (the policy learns to emit it)
+    # optional `call_end: str`: what the policy writes after a call that has no closing tag of its
+    # own (the end-of-turn marker: Llama, Mistral, Gemma); "" when absent (`rollout/demos.py`)
 
     def render_prompt(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         """The whole conversation so far, ending where the next action starts."""
