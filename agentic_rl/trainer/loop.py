@@ -20,6 +20,7 @@ import yaml
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.engines.managed import close_engine, served_engine
 from agentic_rl.engines.probe import checked_sync
+from agentic_rl.envs.base import close_env
 from agentic_rl.envs.registry import resolve_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.errors import UserError
@@ -170,7 +171,22 @@ def prepare(cfg: Config):
         enable_gradient_checkpointing(model)
     if cfg.model.lora_rank:
         model = apply_lora(model, cfg.model.lora_rank, cfg.model.lora_alpha)
-    return model, tokenizer, resolve_env(cfg.env.name, cfg.env.options)
+    spec = resolve_env(cfg.env.name, cfg.env.options)
+    speak_the_format(tokenizer, spec, cfg.env.options)
+    return model, tokenizer, spec
+
+
+def speak_the_format(tokenizer, spec, options) -> None:
+    """A format rendered by a chat template (a model family's: llama3_json, mistral, qwen3, ...) becomes
+    the tokenizer's template, so every checkpoint saves the template it was trained in and a server
+    (ours, or vLLM with that family's tool parser) prompts it as trained."""
+    env = spec.make_env(options)
+    try:
+        template = getattr(env.format, "template", None)
+    finally:
+        close_env(env)
+    if template:
+        tokenizer.chat_template = template
 
 
 @dataclass
