@@ -86,13 +86,16 @@ def rollout(
     budget: Budget,
     seed: int = 0,
     episode_seeds: Sequence[int] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[list[TrajectoryGroup], RolloutStats]:
     """Run `group_size` episodes per task; returns one group per task (outcome rewards unset).
     `episode_seeds` (one per episode, `episode_seeds()`): each episode draws from its own generator,
     so it samples the same tokens whichever episodes share its batch, process or worker (the
-    embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`."""
+    embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`.
+    `progress(n)` is told of the episodes as they end (every one, once)."""
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
+    ended = _Ended(progress)
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
@@ -103,6 +106,8 @@ def rollout(
         ep.turns.append(_turn(ep, sample, result))
         if obs_ids is not None:
             ep.fed, ep.restart = list(obs_ids), isinstance(obs_ids, Restart)
+        else:
+            ended.add(i)
         return obs_ids
 
     def on_error(i: int, why: str) -> None:
@@ -116,6 +121,7 @@ def rollout(
         if live:
             rows = {"row_seeds": {i: episode_seeds[i] for i in live}} if episode_seeds is not None else {}
             engine.session(seed + lo, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
+        ended.add(*range(lo, min(lo + cap, len(episodes))))  # those the session ended without a last stop
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
         for k, task in enumerate(tasks)
@@ -131,6 +137,19 @@ def _turn(ep: _Episode, sample, result: StepResult) -> Turn:
                 observation="".join(m["content"] for m in result.observation), tool_calls=result.tool_calls,
                 malformed_calls=result.malformed_calls, tool_errors=result.tool_errors,
                 reward=result.reward or None)
+
+
+class _Ended:
+    """The episodes over so far, each told to `progress` once."""
+
+    def __init__(self, progress: Callable[[int], object] | None):
+        self.progress, self.seen = progress, set()
+
+    def add(self, *episodes: int) -> None:
+        new = set(episodes) - self.seen
+        if new and self.progress is not None:
+            self.seen |= new
+            self.progress(len(new))
 
 
 def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[int]:

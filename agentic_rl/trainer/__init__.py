@@ -5,7 +5,9 @@
 - the RL stage: `rl_loop.py` (set up, then step, watch, evaluate, checkpoint), one step:
   `rl_step.py` (sample -> roll out -> score -> filter -> credit -> update -> sync -> log);
 - making a step's episodes: `episodes.py` (env, reward, sampling, budgets from the recipe),
-  `producer.py` (rollouts ahead of the update by `rl.max_staleness`), `workers.py` (on Ray actors);
+  `rollouts.py` (the rollout backend the recipe chooses: this process's engine, `workers.py` on Ray
+  actors, or an agent program, `agentic_rl/rollout/agents.py`), `producer.py` (the step's tasks
+  rolled out and scored through it, ahead of the update by `rl.max_staleness`);
 - credit and the update: `credit.py` (rewards -> per-token advantages), `update.py` (minibatches,
   optimizer steps), `loss_terms.py` (the loss as a list of terms), `batching.py` (trajectories ->
   (B, T) rows), `critic.py` (PPO's value model), `schedule.py` (learning rate), `stats.py` (the

@@ -152,7 +152,7 @@ def _check_agent(cfg: Config) -> None:
         raise ConfigError(f"rollout.agent_history: keep or template (got {cfg.rollout.agent_history!r})")
     if not cfg.rollout.agent:
         return
-    from agentic_rl.trainer.agents import load_agent
+    from agentic_rl.rollout.agents import load_callable
 
     for key, blocked in (("rollout.workers", cfg.rollout.workers > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
                          ("rollout.engine", cfg.rollout.engine != "embedded")):
@@ -160,7 +160,7 @@ def _check_agent(cfg: Config) -> None:
             raise ConfigError(f"{key}: not with rollout.agent (the recording proxy serves this process's "
                               "embedded engine, synchronously)")
     try:
-        load_agent(cfg.rollout.agent)
+        load_callable(cfg.rollout.agent)
     except (ValueError, ImportError) as e:
         raise ConfigError(str(e)) from None
 

@@ -5,25 +5,16 @@ hindsight corrections, from its `hindsight` section)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agentic_rl.engines.base import SamplingParams
-from agentic_rl.envs.base import Env, close_env
+from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
-from agentic_rl.rewards.base import RewardFn
+from agentic_rl.rollout.backends import Episodes
 from agentic_rl.rollout.hindsight import HindsightOptions
 from agentic_rl.rollout.loop import Budget
 from agentic_rl.trainer.config import HindsightConfig, RolloutConfig
 from agentic_rl.types import Task
-
-
-@dataclass(frozen=True)
-class Episodes:
-    make_env: Callable[[], Env]
-    reward: RewardFn
-    params: SamplingParams
-    budget: Budget
 
 
 def budget(ro: RolloutConfig, concurrent: bool = True) -> Budget:

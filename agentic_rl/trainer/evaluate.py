@@ -15,11 +15,10 @@ from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.errors import UserDataError
 from agentic_rl.monitor.intervals import bootstrap_ci, mean_of_means_ci, pass_at_k
 from agentic_rl.monitor.metrics import capabilities, rollout_metrics
-from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.loop import rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.distributed import world
 from agentic_rl.trainer.episodes import episodes
+from agentic_rl.trainer.rollouts import RolloutSetting, make_rollouts
 from agentic_rl.types import Task, TrajectoryGroup
 
 
@@ -44,33 +43,24 @@ def run_episodes(engine, tokenizer, spec: EnvSpec, cfg: Config, tasks: Sequence[
                  label: str) -> list:
     """`eval.samples` episodes a task (one: greedy; more: at the rollout's temperature), scored, in
     batches of `eval.batch_size` episodes (the splits of an evaluation share batches: one batch of
-    200 ran 1.13x faster than two of 100 here). Data-parallel ranks each run their share of the
-    tasks; every rank gets all the episodes."""
+    200 ran 1.13x faster than two of 100 here), through the recipe's rollout backend
+    (`trainer/rollouts.py`), with a progress bar of episodes. Data-parallel ranks each run their
+    share of the tasks; every rank gets all the episodes."""
     k = cfg.eval.samples
     temperature = 0.0 if k == 1 else cfg.rollout.temperature
     ep = episodes(spec, {**cfg.env.options, "fewshot": fewshot}, cfg.rollout, temperature=temperature, concurrent=False)
     w = world()
     tasks = w.share(tasks)
-    if cfg.rollout.agent:  # the user's agent program through the recording proxy
-        return w.unshare(w.gather(_agent_episodes(engine, tokenizer, cfg, ep, tasks)))
-    groups = []
-    size = max(1, cfg.eval.batch_size // k)
-    for i in tqdm(range(0, len(tasks), size), desc=f"eval {label}", disable=not cfg.log.progress, leave=False):
-        out, _ = rollout(engine, tokenizer, ep.make_env, tasks[i : i + size], k, ep.params, ep.budget,
-                         seed=cfg.eval.seed + i)
-        groups += score_groups(ep.reward, out)
-    return w.unshare(w.gather(groups))
-
-
-def _agent_episodes(engine, tokenizer, cfg: Config, ep, tasks: Sequence[Task]) -> list:
-    from agentic_rl.trainer.agents import AgentRollouts, load_agent
-
-    agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, ep, cfg.rollout.agent_timeout_s,
-                           cfg.eval.batch_size, cfg.rollout.agent_history)
+    rollouts = make_rollouts(RolloutSetting(cfg=cfg, engine=engine, tokenizer=tokenizer, episodes=ep, evaluation=True))
+    groups, size = [], max(1, cfg.eval.batch_size // k)
+    bar = tqdm(total=len(tasks) * k, desc=f"eval {label}", unit="episode", disable=not cfg.log.progress, leave=False)
     try:
-        return agents.rollout(tasks, cfg.eval.samples, cfg.eval.seed, label="eval")[0]
+        for i in range(0, len(tasks), size):
+            groups += rollouts.rollout(tasks[i : i + size], k, seed=cfg.eval.seed + i, progress=bar.update)[0]
     finally:
-        agents.close()
+        bar.close()
+        rollouts.close()
+    return w.unshare(w.gather(groups))
 
 
 def split_metrics(groups) -> dict:

@@ -1,9 +1,9 @@
 """The steps' rollouts, produced ahead of the update by at most `rl.max_staleness` (k) versions.
 
-A producer thread makes each step's batch in order — sample the tasks, roll them out, score them
-(`rl_step.collect`) — and the trainer takes them in order (`take`). At k = 0 there is no thread: the
-trainer produces each batch when it asks for it, as the synchronous loop always did (env and reward
-deadlines are SIGALRM timers, armed on the main thread; elsewhere `faults.deadline` interrupts by an
+A producer thread makes each step's batch in order — sample the tasks, roll them out and score them
+through the run's rollout backend (`collect`, `rollout/backends.py`) — and the trainer takes them in
+order (`take`). At k = 0 there is no thread: the trainer produces each batch when it asks for it, on
+its own thread (env and reward deadlines are SIGALRM timers, armed on the main thread; elsewhere `faults.deadline` interrupts by an
 asynchronous exception, which cannot break a blocking system call). Batch s may start once the
 sampler holds the weights of step s - 1 - k: at k = 0 that is after step s - 1's sync, so the
 producer and the trainer strictly alternate and the run is the synchronous one; at k = 1 batch s is
@@ -37,11 +37,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from agentic_rl.rollout.loop import RolloutStats
+import torch
+
+from agentic_rl.algorithms.dapo import dynamic_sampling_keep
+from agentic_rl.rewards.process import apply_process_rewards, process_reward
+from agentic_rl.rollout.loop import RolloutStats, episode_seeds
+from agentic_rl.trainer.distributed import gather_rollouts, world
 from agentic_rl.types import TrajectoryGroup
+
+if TYPE_CHECKING:
+    from agentic_rl.trainer.rl_step import RLRun
+
+BATCH_SEED_STRIDE = 1_000_003  # step s's batch is seeded rl.seed x this + s
 
 
 @dataclass
@@ -58,16 +69,13 @@ class Produced:
     waited_s: float = 0.0  # how long the producer waited for the weights it needed
 
 
-Collect = Callable[[int], tuple[list, list, RolloutStats]]  # step -> (kept, sampled, stats)
-
-
 class Producer:
     """Start it with the run; each step `take(step)` its batch, `before_sync(step)` before the
     sync, `synced(step)` once the step is over (its sync, evaluation, checkpoint); `close()` at the end."""
 
-    def __init__(self, run, collect: Collect, first: int, last: int, max_staleness: int,
+    def __init__(self, run: RLRun, first: int, last: int, max_staleness: int,
                  restored: dict[int, Produced] | None = None):
-        self.run, self.collect, self.last, self.k = run, collect, last, max_staleness
+        self.run, self.last, self.k = run, last, max_staleness
         self.engine_lock = threading.RLock()  # held for a batch, a sync, a hindsight correction
         self._cond = threading.Condition()
         self._synced = first - 1  # the last step over: the sampler holds its weights
@@ -163,7 +171,7 @@ class Producer:
         waited = time.perf_counter() - t0
         with self.engine_lock:
             version = self.run.engine.version
-            kept, sampled, stats = self.collect(step)
+            kept, sampled, stats = collect(self.run, seed=self.run.cfg.rl.seed * BATCH_SEED_STRIDE + step)
             batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), before, waited)
         with self._cond:
             self._ready[step], self._done, self._busy = batch, step, False
@@ -173,3 +181,54 @@ class Producer:
     def _may_start(self, step: int) -> bool:
         """The sampler holds the weights batch `step` is sampled by: step max(step - 1 - k, floor)'s."""
         return self._synced >= max(step - 1 - self.k, self._floor)
+
+
+def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup], RolloutStats]:
+    """(groups to train on, every group sampled, rollout stats) for one step.
+
+    With `rl.filters.dynamic_sampling` (DAPO), groups whose rewards are all equal are dropped and
+    fresh tasks are rolled out in their place, up to `max_refill_rounds` extra rounds; the step then
+    trains on the groups with signal it has (at most tasks.per_step). Without it, every group is kept.
+    """
+    per_step, filters = run.cfg.rl.tasks.per_step, run.cfg.rl.filters
+    groups, stats = sample_groups(run, per_step, seed)
+    if not filters.dynamic_sampling:
+        return groups, groups, stats
+    sampled, rounds = list(groups), [stats]
+    kept = _with_spread(groups)
+    for r in range(1, filters.max_refill_rounds + 1):
+        if len(kept) >= per_step:
+            break
+        more, st = sample_groups(run, per_step - len(kept), seed + 7919 * r)
+        sampled += more
+        rounds.append(st)
+        kept += _with_spread(more)
+    return kept[:per_step], sampled, RolloutStats.total(rounds, sum(st.seconds for st in rounds))
+
+
+def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup], RolloutStats]:
+    """`n` tasks from the sampler, `group_size` episodes each, rolled out and scored by the run's
+    backend (`run.rollouts`), then given per-turn process rewards when the recipe names them; the
+    sampler learns their pass rates. Data-parallel ranks roll out their shares of the tasks, and
+    every rank gets every group."""
+    rl, w = run.cfg.rl, world()
+    tasks = run.sampler.sample(n)
+    positions = w.share(range(len(tasks)))  # data-parallel ranks each roll out their share
+    tasks = [tasks[p] for p in positions]
+    seeds = episode_seeds(seed, positions, rl.tasks.group_size) if run.cfg.rollout.rng == "episode" else None
+    groups, stats = run.rollouts.rollout(tasks, rl.tasks.group_size, seed + 7_919_777 * w.rank, seeds)
+    if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
+        groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
+    groups, stats = gather_rollouts(groups, stats)
+    run.sampler.update(scored(groups))  # pass rates of what the policy did
+    return groups, stats
+
+
+def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    keep = dynamic_sampling_keep(torch.tensor([g.rewards for g in groups], dtype=torch.float32)) if groups else []
+    return [g for g, k in zip(groups, keep) if k]
+
+
+def scored(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    """The groups without the episodes the infrastructure failed (`faults.py`): what the policy did."""
+    return [TrajectoryGroup(g.task, tuple(t for t in g.trajectories if t.infra_failure is None)) for g in groups]

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mixed_tasks
-from agentic_rl.engines.probe import SyncProbe, checked_sync
+from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models import sharding
@@ -25,7 +25,6 @@ from agentic_rl.models.memory import RLShape, check_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.rollout.hindsight import reference_solutions
-from agentic_rl.trainer.agents import AgentRollouts, load_agent
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
 from agentic_rl.trainer.critic import make_critic
@@ -36,12 +35,12 @@ from agentic_rl.trainer.loss_terms import build_loss
 from agentic_rl.trainer.privileged import privileged_teacher
 from agentic_rl.trainer.producer import Producer
 from agentic_rl.trainer.remedies import Remedies
-from agentic_rl.trainer.rl_step import RLRun, collect, rl_step
+from agentic_rl.trainer.rl_step import RLRun, rl_step, sync_samplers
+from agentic_rl.trainer.rollouts import RolloutSetting, make_rollouts
 from agentic_rl.trainer.sft import adamw
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_rng, restore_rng
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import hindsight_teacher, load_teachers
-from agentic_rl.trainer.workers import RolloutWorkers
 
 
 class TrainingDiverged(RuntimeError):
@@ -56,30 +55,21 @@ def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=cfg.model.memory_check)
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
-    in_flight = {}
-    if saved is not None and progress.rl_step > 0:
-        in_flight = _resume(run, monitor, remedies, saved, store)
-    else:
-        logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
-        if run.scorer.reference is not None:
-            store.save_reference(run.scorer.reference)
-    steps = cfg.rl.steps
-    if cfg.rollout.workers:  # the steps' rollouts on Ray actors, given the weights as they are now
-        run.workers = RolloutWorkers(cfg)
-        run.workers.checked_sync(model, engine.version, run.probe)
-    if cfg.rollout.agent:  # the steps' rollouts by the user's agent program, through the recording proxy
-        run.agents = AgentRollouts(load_agent(cfg.rollout.agent), engine, tokenizer, run.episodes,
-                                   cfg.rollout.agent_timeout_s, cfg.rollout.max_concurrent, cfg.rollout.agent_history)
-    run.producer = Producer(run, lambda s: collect(run, seed=run.cfg.rl.seed * 1_000_003 + s), progress.rl_step + 1,
-                            steps, cfg.rl.max_staleness, in_flight)
     try:
+        in_flight = {}
+        if saved is not None and progress.rl_step > 0:
+            in_flight = _resume(run, monitor, remedies, saved, store)
+        else:
+            logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
+            if run.scorer.reference is not None:
+                store.save_reference(run.scorer.reference)
+        run.rollouts.sync(model, engine.version, run.probe)  # a backend's own samplers get the weights as they are
+        run.producer = Producer(run, progress.rl_step + 1, cfg.rl.steps, cfg.rl.max_staleness, in_flight)
         _steps(run, cfg, monitor, remedies, store, progress)
     finally:
-        run.producer.close()
-        if run.workers is not None:
-            run.workers.close()
-        if run.agents is not None:
-            run.agents.close()
+        if run.producer is not None:
+            run.producer.close()
+        run.rollouts.close()
     if run.scorer.critic is not None and run.parallel.world.main:
         run.scorer.critic.save(cfg.run_dir / "checkpoints" / "critic")
 
@@ -142,6 +132,8 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
                 Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
                 logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
                 sync_probe(engine, tokenizer, cfg), parallel=parallel)
+    # where the steps' episodes are sampled (`trainer/rollouts.py`)
+    run.rollouts = make_rollouts(RolloutSetting(cfg=cfg, engine=engine, tokenizer=tokenizer, episodes=run.episodes))
     return run, monitor, remedies
 
 
@@ -196,10 +188,7 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
         return run.cfg
     cfg, events, weights_changed = remedies.apply(actions, run.cfg)
     if weights_changed:
-        with run.producer.engine_lock:
-            version, _ = checked_sync(run.engine, run.model, run.probe)
-            if run.workers is not None:
-                run.workers.checked_sync(run.model, version, run.probe)
+        sync_samplers(run)
         run.producer.discard(record.step)  # batches sampled by the weights rolled back from: produced again
     for event in [warning, *events]:
         logger.log({"step": record.step, "stage": "event", **event})

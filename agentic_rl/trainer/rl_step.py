@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import torch
 
-from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.algorithms.filters import keep_top_spread
 from agentic_rl.data.curriculum import TaskSampler
 from agentic_rl.engines.probe import SyncProbe, checked_sync
@@ -27,8 +26,7 @@ from agentic_rl.models.memory import peak_rss_gb, rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
-from agentic_rl.rewards.process import apply_process_rewards, process_reward
-from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.backends import Episodes, Rollouts
 from agentic_rl.rollout.hindsight import (
     DEMONSTRATION_TEACHER,
     RESTARTS,
@@ -38,19 +36,15 @@ from agentic_rl.rollout.hindsight import (
     failed_episodes,
     hindsight_corrections,
 )
-from agentic_rl.rollout.loop import RolloutStats, episode_seeds, rollout
-from agentic_rl.trainer.agents import AgentRollouts
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.credit import Scorer, assign_credit, with_unadvantaged
-from agentic_rl.trainer.distributed import DataParallel, gather_rollouts, world
-from agentic_rl.trainer.episodes import Episodes
+from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.loss_terms import Loss, build_loss
-from agentic_rl.trainer.producer import Producer
+from agentic_rl.trainer.producer import Producer, scored
 from agentic_rl.trainer.schedule import set_lr
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import Teachers
 from agentic_rl.trainer.update import UpdateBatch, rl_update
-from agentic_rl.trainer.workers import RolloutWorkers
 from agentic_rl.types import RolloutBatch, TrajectoryGroup
 
 
@@ -75,8 +69,7 @@ class RLRun:
     probe: SyncProbe | None = None  # checks every weight sync (`engines/probe.py`); None = unchecked
     producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
     parallel: DataParallel | None = None  # this rank's share of data-parallel training (`distributed.py`)
-    workers: RolloutWorkers | None = None  # rollout.workers: the steps' rollouts on Ray actors (`workers.py`)
-    agents: AgentRollouts | None = None  # rollout.agent: an agent program through the recording proxy
+    rollouts: Rollouts | None = None  # where the steps' episodes are sampled (`trainer/rollouts.py`)
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -125,10 +118,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # 7. the sampler gets the new weights, checked by the probe
     t_sync = time.perf_counter()
     run.producer.before_sync(step)  # the batches the old weights may still sample are done
-    with run.producer.engine_lock:
-        version, gap = checked_sync(run.engine, run.model, run.probe)
-        if run.workers is not None:
-            gap = run.workers.checked_sync(run.model, version, run.probe)
+    version, gap = sync_samplers(run)
     update_row = {**update_row, "time_sync_s": time.perf_counter() - t_sync}
     if gap is not None:
         update_row["sync_probe_gap"] = gap
@@ -145,67 +135,18 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     return record
 
 
-def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup], RolloutStats]:
-    """`n` tasks from the sampler, `group_size` episodes each, scored (outcome, then per-turn process
-    rewards when the recipe names them); the sampler learns their pass rates. Data-parallel ranks
-    roll out their shares of the tasks, and every rank gets every group."""
-    ep, rl, w, G = run.episodes, run.cfg.rl, world(), run.cfg.rl.tasks.group_size
-    tasks = run.sampler.sample(n)
-    positions = w.share(range(len(tasks)))  # data-parallel ranks each roll out their share
-    tasks = [tasks[p] for p in positions]
-    seeds = episode_seeds(seed, positions, G) if run.cfg.rollout.rng == "episode" else None
-    seed += 7_919_777 * w.rank
-    if run.agents is not None:  # the user's agent program, scored by it (or by the env's verifier)
-        groups, stats = run.agents.rollout(tasks, G, seed)
-    else:
-        if run.workers is not None:  # on Ray actors
-            groups, stats = run.workers.rollout(tasks, seed, seeds)
-        else:
-            groups, stats = rollout(run.engine, run.tokenizer, ep.make_env, tasks, G, ep.params, ep.budget,
-                                    seed=seed, episode_seeds=seeds)
-        groups = score_groups(ep.reward, groups, ep.budget.step_timeout_s)
-    if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
-        groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
-    groups, stats = gather_rollouts(groups, stats)
-    run.sampler.update(scored(groups))  # pass rates of what the policy did
-    return groups, stats
-
-
-def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[TrajectoryGroup], RolloutStats]:
-    """(groups to train on, every group sampled, rollout stats) for one step.
-
-    With `rl.filters.dynamic_sampling` (DAPO), groups whose rewards are all equal are dropped and
-    fresh tasks are rolled out in their place, up to `max_refill_rounds` extra rounds; the step then
-    trains on the groups with signal it has (at most tasks.per_step). Without it, every group is kept.
-    """
-    per_step, filters = run.cfg.rl.tasks.per_step, run.cfg.rl.filters
-    groups, stats = sample_groups(run, per_step, seed)
-    if not filters.dynamic_sampling:
-        return groups, groups, stats
-    sampled, rounds = list(groups), [stats]
-    kept = _with_spread(groups)
-    for r in range(1, filters.max_refill_rounds + 1):
-        if len(kept) >= per_step:
-            break
-        more, st = sample_groups(run, per_step - len(kept), seed + 7919 * r)
-        sampled += more
-        rounds.append(st)
-        kept += _with_spread(more)
-    return kept[:per_step], sampled, RolloutStats.total(rounds, sum(st.seconds for st in rounds))
-
-
-def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
-    keep = dynamic_sampling_keep(torch.tensor([g.rewards for g in groups], dtype=torch.float32)) if groups else []
-    return [g for g, k in zip(groups, keep) if k]
+def sync_samplers(run: RLRun) -> tuple[int, float | None]:
+    """The policy's engine, and the backend's own samplers (the Ray workers), get the trained
+    weights, each checked by the probe: the new version, and the probe's largest gap on the
+    backend's samplers, else on the engine."""
+    with run.producer.engine_lock:
+        version, gap = checked_sync(run.engine, run.model, run.probe)
+        own = run.rollouts.sync(run.model, version, run.probe)
+    return version, gap if own is None else own
 
 
 class InfrastructureFailure(RuntimeError):
     """Every episode of an RL step failed on the machine's side: nothing is left to train on."""
-
-
-def scored(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
-    """The groups without the episodes the infrastructure failed (`faults.py`): what the policy did."""
-    return [TrajectoryGroup(g.task, tuple(t for t in g.trajectories if t.infra_failure is None)) for g in groups]
 
 
 def infra_failures(sampled: Sequence[TrajectoryGroup], step: int, warn_frac: float) -> dict[str, float]:

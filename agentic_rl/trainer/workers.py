@@ -1,7 +1,8 @@
 """Rollout workers on Ray: `rollout.workers: N` runs a step's episodes on N Ray actors.
 
-Each worker is an actor holding an embedded engine (its own copy of the policy), the env factory and
-the tokenizer; episodes run there, tools and sandboxes included. A step's tasks are dealt to the
+The pool is a rollout backend (`rollout/backends.py`). Each worker is an actor holding an embedded
+engine (its own copy of the policy), the env factory and the tokenizer; episodes run there, tools
+and sandboxes included. A step's tasks are dealt to the
 workers (a task's whole group on one worker, which shares its prompt's cache); the groups come back
 with their token ids and logprobs, and the trainer scores them. Weights reach the workers at the
 version boundary through Ray's object store (one `ray.put` a sync, read by every worker), and every
@@ -32,6 +33,8 @@ from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import resolve_env
 from agentic_rl.failpoints import failpoint
 from agentic_rl.models import sharding
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.backends import Episodes, Progress
 from agentic_rl.rollout.loop import RolloutStats, rollout
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.episodes import episodes
@@ -73,13 +76,14 @@ class RolloutWorker:
             self.engine.version = weights.version
         return self.engine.version
 
-    def rollout(self, tasks: Sequence[Task], seed: int, episode_seeds: Sequence[int] | None, weights: Weights | None):
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None,
+                weights: Weights | None):
         """The tasks' groups (unscored), sampled by `weights` (loaded first when this worker lacks them)."""
         self.load(weights)
         failpoint(f"worker{self.index}.rollout")  # tests kill a worker here, mid-step
         ep = self.episodes
-        groups, stats = rollout(self.engine, self.tokenizer, ep.make_env, tasks, self.cfg.rl.tasks.group_size,
-                                ep.params, ep.budget, seed=seed, episode_seeds=episode_seeds)
+        groups, stats = rollout(self.engine, self.tokenizer, ep.make_env, tasks, group_size, ep.params, ep.budget,
+                                seed=seed, episode_seeds=episode_seeds)
         return groups, stats
 
     def generate(self, prompt: Sequence[int], params: SamplingParams, weights: Weights | None) -> Sample:
@@ -94,13 +98,15 @@ class RolloutWorker:
 
 
 class RolloutWorkers:
-    """The pool: deals a step's tasks to the workers, syncs and probes them, survives their deaths.
+    """The pool: deals a step's tasks to the workers, scores their groups by `episodes`' reward (the
+    trainer's), syncs and probes the workers, survives their deaths.
 
     A worker that dies (`RayActorError`) is restarted by Ray and waited for, up to
     `restart_timeout_s` from the first wait; a worker whose code raises (`RayTaskError`: a bug in the env, the reward's
     inputs, the loop) stops the run with the remote traceback, as the same bug does in process."""
 
-    def __init__(self, cfg: Config, start_timeout_s: float = 600.0, restart_timeout_s: float = 300.0):
+    def __init__(self, cfg: Config, episodes: Episodes, start_timeout_s: float = 600.0,
+                 restart_timeout_s: float = 300.0):
         import ray
 
         if not ray.is_initialized():
@@ -115,12 +121,12 @@ class RolloutWorkers:
             raise RuntimeError(f"{len(self.actors)} rollout workers did not start within {start_timeout_s:g}s: the Ray "
                                f"cluster may lack {cfg.rollout.worker_cpus:g} free CPUs for each "
                                "(rollout.worker_cpus); `ray status` shows what it has") from None
-        self.group_size = cfg.rl.tasks.group_size
+        self.episodes = episodes
         self.restart_timeout_s = restart_timeout_s
         self.weights: Weights | None = None  # the last sync's (None: the workers' own start)
         self._down: set[int] = set()  # workers whose last call died: Ray restarts them
 
-    def sync(self, model: torch.nn.Module, version: int) -> None:
+    def send(self, model: torch.nn.Module, version: int) -> None:
         """Every live worker gets `model`'s weights as `version` (a dead one loads them with its next
         call)."""
         import ray
@@ -131,11 +137,11 @@ class RolloutWorkers:
             if isinstance(result, Exception):
                 self._down.add(i)
 
-    def checked_sync(self, model: torch.nn.Module, version: int, probe) -> float | None:
-        """`sync`, then the probe on every worker: the largest gap. A worker that dies meanwhile is
+    def sync(self, model: torch.nn.Module, version: int, probe) -> float | None:
+        """`send`, then the probe on every worker: the largest gap. A worker that dies meanwhile is
         waited for and probed once it is back, on the weights it loads first: every worker is probed,
         so every data-parallel rank runs as many trainer forwards (under FSDP each is a collective)."""
-        self.sync(model, version)
+        self.send(model, version)
         if probe is None:
             return None
         return max(self._probed(i, model, probe) for i in range(len(self.actors)))
@@ -150,11 +156,12 @@ class RolloutWorkers:
             except ray.exceptions.RayActorError:  # before the trainer's forward: the sample never came
                 self._wait_for(i, deadline)
 
-    def rollout(self, tasks: Sequence[Task], seed: int,
-                episode_seeds: Sequence[int] | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
-        """The tasks' groups, in order: worker i rolls out tasks i, i + N, ... (a worker with none is
-        not called); a worker that dies returns its groups as the machine's failures."""
-        start, n, G = time.perf_counter(), len(self.actors), self.group_size
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None = None,
+                progress: Progress | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
+        """The tasks' groups, in order, scored: worker i rolls out tasks i, i + N, ... (a worker with
+        none is not called); a worker that dies returns its groups as the machine's failures.
+        `progress` hears of the episodes once the groups are back."""
+        start, n, G = time.perf_counter(), len(self.actors), group_size
         self._revive()
         calls = []
         for i, actor in enumerate(self.actors):
@@ -162,11 +169,13 @@ class RolloutWorkers:
             if not mine:
                 continue
             seeds = [episode_seeds[k * G + j] for k in mine for j in range(G)] if episode_seeds is not None else None
-            calls.append((i, mine, actor.rollout.remote([tasks[k] for k in mine], seed + WORKER_SEED_STRIDE * i,
+            calls.append((i, mine, actor.rollout.remote([tasks[k] for k in mine], G, seed + WORKER_SEED_STRIDE * i,
                                                         seeds, self.weights)))
         out: list = [None] * len(tasks)
         parts = []
         for (i, mine, _), result in zip(calls, _each([ref for *_, ref in calls])):
+            if progress is not None:
+                progress(len(mine) * G)
             if isinstance(result, Exception):
                 self._down.add(i)
                 for k in mine:
@@ -176,7 +185,8 @@ class RolloutWorkers:
             for k, g in zip(mine, groups):
                 out[k] = g
             parts.append(stats)
-        return out, RolloutStats.total(parts, time.perf_counter() - start)
+        stats = RolloutStats.total(parts, time.perf_counter() - start)
+        return score_groups(self.episodes.reward, out, self.episodes.budget.step_timeout_s), stats
 
     def _revive(self) -> None:
         """Wait for the workers Ray is restarting."""

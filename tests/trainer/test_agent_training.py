@@ -91,7 +91,7 @@ def test_an_agent_that_hangs_costs_its_episode_and_never_the_step(tiny, tokenize
     and calls at once; the blocking waits call once released."""
     from agentic_rl.engines.hf import HFEngine
     from agentic_rl.envs.registry import get_env
-    from agentic_rl.trainer.agents import AgentRollouts
+    from agentic_rl.rollout.agents import AgentRollouts
     from agentic_rl.trainer.episodes import episodes
     from tests.trainer import hanging_agent
 

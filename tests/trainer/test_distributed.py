@@ -94,8 +94,8 @@ def _collected(tokenizer) -> dict:
     from agentic_rl.envs.registry import get_env
     from agentic_rl.models.loader import tiny_model
     from agentic_rl.monitor.logger import MetricsLogger
+    from agentic_rl.trainer.producer import collect
     from agentic_rl.trainer.rl_loop import _setup
-    from agentic_rl.trainer.rl_step import collect
 
     model = tiny_model(tokenizer, seed=0)
     with tempfile.TemporaryDirectory() as tmp:

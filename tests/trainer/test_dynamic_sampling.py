@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from agentic_rl.rollout.loop import RolloutStats
-from agentic_rl.trainer import rl_step
+from agentic_rl.trainer import producer
 from agentic_rl.trainer.config import load_config
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
@@ -28,7 +28,7 @@ def fake_rollouts(monkeypatch):
             groups.append(TrajectoryGroup(task, tuple(Trajectory(task, (), reward=r) for r in rewards)))
         return groups, RolloutStats(1.0, 2 * n, 10 * n)
 
-    monkeypatch.setattr(rl_step, "sample_groups", sample_groups)
+    monkeypatch.setattr(producer, "sample_groups", sample_groups)
     return lambda rewards: stream.update(rewards=iter(rewards)), calls
 
 
@@ -39,7 +39,7 @@ def _run(*overrides):
 def test_without_dynamic_sampling_every_group_is_kept(fake_rollouts):
     rewards, calls = fake_rollouts
     rewards([[1, 1], [0, 1]])
-    kept, sampled, stats = rl_step.collect(_run(), seed=0)
+    kept, sampled, stats = producer.collect(_run(), seed=0)
     assert len(kept) == len(sampled) == 2 and len(calls) == 1
 
 
@@ -47,7 +47,7 @@ def test_dynamic_sampling_refills_until_enough_groups_have_spread(fake_rollouts)
     rewards, calls = fake_rollouts
     # round 0: one flat, one with spread -> refill 1: flat -> refill 1: spread -> done (2 kept)
     rewards([[1, 1], [0, 1], [0, 0], [1, 0]])
-    kept, sampled, stats = rl_step.collect(_run("rl.filters.dynamic_sampling=true",
+    kept, sampled, stats = producer.collect(_run("rl.filters.dynamic_sampling=true",
                                                 "rl.filters.max_refill_rounds=3"), seed=0)
     assert [g.rewards for g in kept] == [[0, 1], [1, 0]]
     assert [n for n, _ in calls] == [2, 1, 1] and len({s for _, s in calls}) == 3  # fresh seeds
@@ -57,6 +57,6 @@ def test_dynamic_sampling_refills_until_enough_groups_have_spread(fake_rollouts)
 def test_dynamic_sampling_gives_up_after_max_rounds(fake_rollouts):
     rewards, calls = fake_rollouts
     rewards([[1, 1], [0, 0], [1, 1], [0, 0]])
-    kept, sampled, _ = rl_step.collect(_run("rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1"),
+    kept, sampled, _ = producer.collect(_run("rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1"),
                                        seed=0)
     assert kept == [] and len(sampled) == 4 and len(calls) == 2

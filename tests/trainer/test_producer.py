@@ -54,10 +54,10 @@ def _record_intervals(monkeypatch):
     """(start, end) of every batch's production and of every update by wall clock, and every
     rollout session's weight version at its start and at its end; rollouts slowed a little so an
     update has time to run beside one."""
-    from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer import producer
 
     batches, updates, sessions = [], [], []
-    run, collect, rl_update = HFSession.run, rl_loop.collect, update.rl_update
+    run, collect, rl_update = HFSession.run, producer.collect, update.rl_update
 
     def slow_run(self, prompts, params, on_stop, *args, **kwargs):
         def stop(row, sample):
@@ -76,7 +76,7 @@ def _record_intervals(monkeypatch):
             return out
         return wrapped
     monkeypatch.setattr(HFSession, "run", slow_run)
-    monkeypatch.setattr(rl_loop, "collect", timed(collect, batches))
+    monkeypatch.setattr(producer, "collect", timed(collect, batches))
     monkeypatch.setattr("agentic_rl.trainer.rl_step.rl_update", timed(rl_update, updates))
     return batches, updates, sessions
 
@@ -93,12 +93,12 @@ def test_rollouts_overlap_updates_and_never_mix_versions(tmp_path, monkeypatch):
     batch is over, so the session ends on the version it started with; without the lock the sync
     lands inside it."""
     from agentic_rl.engines.hf import HFEngine
-    from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer import producer
     from agentic_rl.trainer.producer import Producer
 
     batches, updates, sessions = _record_intervals(monkeypatch)
     calls, mid_batch, sync_asked, synced = [], threading.Event(), threading.Event(), threading.Event()
-    collect, session_run, before_sync, sync_weights = rl_loop.collect, HFSession.run, Producer.before_sync, \
+    collect, session_run, before_sync, sync_weights = producer.collect, HFSession.run, Producer.before_sync, \
         HFEngine.sync_weights
 
     def counted(run, seed):
@@ -125,7 +125,7 @@ def test_rollouts_overlap_updates_and_never_mix_versions(tmp_path, monkeypatch):
         if mid_batch.is_set():
             synced.set()
         return out
-    monkeypatch.setattr(rl_loop, "collect", counted)
+    monkeypatch.setattr(producer, "collect", counted)
     monkeypatch.setattr(HFSession, "run", forcing_run)
     monkeypatch.setattr(Producer, "before_sync", forced_before_sync)
     monkeypatch.setattr(HFEngine, "sync_weights", recorded_sync)
@@ -185,12 +185,12 @@ def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path,
     its staleness is min(s - 1 - at, k); before it, min(s - 1, k). Nothing is produced again before
     step `at` is over (`synced`): its checkpoint must find the producer idle."""
     from agentic_rl.monitor.collapse import CollapseMonitor
-    from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer import producer
     from agentic_rl.trainer.producer import Producer
 
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
         {"event": "collapse_warning", "evidence": {}} if row["step"] == at else None))
-    tasks, order, collect, synced = [], [], rl_loop.collect, Producer.synced
+    tasks, order, collect, synced = [], [], producer.collect, Producer.synced
 
     def recording(run, seed):
         order.append(("batch", seed))
@@ -201,7 +201,7 @@ def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path,
     def recording_synced(self, step):
         order.append(("synced", step))
         return synced(self, step)
-    monkeypatch.setattr(rl_loop, "collect", recording)
+    monkeypatch.setattr(producer, "collect", recording)
     monkeypatch.setattr(Producer, "synced", recording_synced)
     rows = _within(HANG_S, lambda: _run(tmp_path, f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]", *SHORT))
     want = [min(s - 1, k) if s <= at else min(s - 1 - at, k) for s in range(1, 5)]

@@ -56,10 +56,13 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     from types import SimpleNamespace
 
     from agentic_rl.engines.hf import HFEngine
+    from agentic_rl.envs.registry import get_env
     from agentic_rl.monitor.collapse import CollapseMonitor
     from agentic_rl.monitor.logger import MetricsLogger
     from agentic_rl.trainer import rl_loop
+    from agentic_rl.trainer.episodes import episodes
     from agentic_rl.trainer.producer import Producer
+    from agentic_rl.trainer.rollouts import RolloutSetting, make_rollouts
     from agentic_rl.trainer.stats import StepRecord
 
     cfg = load_config("recipes/tiny.yaml", ["rl.collapse.actions=[rollback]"])
@@ -75,8 +78,10 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     collapsed = engine.score(ids)
     monitor = CollapseMonitor()
     monkeypatch.setattr(monitor, "update", lambda record: {"event": "collapse_warning", "evidence": {}})
-    run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None, workers=None)  # no Ray workers
-    run.producer = Producer(run, collect=None, first=1, last=0, max_staleness=0)  # nothing left to produce
+    rollouts = make_rollouts(RolloutSetting(cfg=cfg, engine=engine, tokenizer=tokenizer,
+                                            episodes=episodes(get_env(cfg.env.name), cfg.env.options, cfg.rollout)))
+    run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None, rollouts=rollouts)  # in process: no Ray workers
+    run.producer = Producer(run, first=1, last=0, max_staleness=0)  # nothing left to produce
     record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0, 1.0)
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
     restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()

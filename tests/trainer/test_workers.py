@@ -24,13 +24,14 @@ from agentic_rl.models.loader import load_tokenizer, tiny_model
 from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 from agentic_rl.rollout.loop import episode_seeds, rollout
-from agentic_rl.trainer import rl_loop
+from agentic_rl.trainer import rollouts
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.episodes import episodes
 from agentic_rl.trainer.loop import train
 from agentic_rl.trainer.workers import RolloutWorkers
 
 SEED, TASKS = 123, 4
+G = load_config("recipes/tiny.yaml").rl.tasks.group_size
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def setup(cluster):
     ep = episodes(spec, cfg.env.options, cfg.rollout)
     local, _ = rollout(HFEngine(model, tokenizer, "fp32"), tokenizer, ep.make_env, tasks, cfg.rl.tasks.group_size,
                        ep.params, ep.budget, seed=SEED, episode_seeds=seeds)
-    pool = RolloutWorkers(cfg)
-    pool.sync(model, 1)
+    pool = RolloutWorkers(cfg, ep)
+    pool.send(model, 1)
     yield cfg, model, tasks, seeds, local, pool
     pool.close()
 
@@ -64,13 +65,13 @@ def _rows(groups):
 
 def test_workers_sample_what_the_process_samples_with_a_generator_per_episode(setup):
     _, _, tasks, seeds, local, pool = setup
-    remote, stats = pool.rollout(tasks, SEED, seeds)
+    remote, stats = pool.rollout(tasks, G, SEED, seeds)
     assert _rows(remote) == _rows(local)
     for g, h in zip(remote, local):
         for t, u in zip(g.trajectories, h.trajectories):
             assert t.sampled_logprobs() == pytest.approx(u.sampled_logprobs(), abs=1e-5)
     assert stats.episodes == TASKS * len(local[0].trajectories)
-    batch, _ = pool.rollout(tasks, SEED)  # the witness: one generator per worker batch samples otherwise
+    batch, _ = pool.rollout(tasks, G, SEED)  # the witness: one generator per worker batch samples otherwise
     assert _rows(batch) != _rows(local)
 
 
@@ -79,9 +80,9 @@ def test_fewer_tasks_than_workers_leave_a_worker_idle(setup):
     in-process one and nothing fails (worker 1 is not called: a rollout of no tasks would be its
     error); no task, no groups."""
     cfg, _, tasks, seeds, local, pool = setup
-    one, stats = pool.rollout(tasks[:1], SEED, seeds[:cfg.rl.tasks.group_size])
+    one, stats = pool.rollout(tasks[:1], G, SEED, seeds[:cfg.rl.tasks.group_size])
     assert _rows(one) == _rows(local[:1]) and stats.episodes == cfg.rl.tasks.group_size
-    assert pool.rollout([], SEED, [])[0] == []
+    assert pool.rollout([], G, SEED, [])[0] == []
 
 
 def test_a_worker_whose_code_raises_stops_the_step_with_its_traceback(setup):
@@ -96,14 +97,14 @@ def test_a_worker_whose_code_raises_stops_the_step_with_its_traceback(setup):
     try:
         pids = pool.pids()
         with pytest.raises(ValueError, match="a bug in the env") as raised:
-            pool.rollout(tasks, SEED, seeds)
+            pool.rollout(tasks, G, SEED, seeds)
         assert "RolloutWorker.rollout" in str(raised.value) and ", in bug" in str(raised.value)  # the remote frames
         with pytest.raises(ValueError, match="a bug in the env"):
-            pool.checked_sync(model, pool.weights.version, _probe(model))
+            pool.sync(model, pool.weights.version, _probe(model))
         assert pool.pids() == pids  # nobody died
     finally:
         ray.get(pool.actors[1].__ray_call__.remote(lambda self: delattr(self.engine, "session")))
-    assert _rows(pool.rollout(tasks, SEED, seeds)[0]) == _rows(local)
+    assert _rows(pool.rollout(tasks, G, SEED, seeds)[0]) == _rows(local)
 
 
 def _probe(model) -> SyncProbe:
@@ -124,13 +125,13 @@ def test_a_worker_killed_in_a_sync_is_probed_on_the_weights_it_will_sample(setup
     pids = pool.pids()
     _arm(pool, 1, f"worker1.{phase}")
     try:
-        gap = pool.checked_sync(model, pool.weights.version + 1, probe)
+        gap = pool.sync(model, pool.weights.version + 1, probe)
     finally:
         hook.remove()
     assert len(forwards) == 2 and gap <= 1e-3  # the fp32 tolerance: both probed on the synced weights
     now = pool.pids()
     assert now[0] == pids[0] and now[1] != pids[1]  # worker 1 died and is back
-    assert _rows(pool.rollout(tasks, SEED, seeds)[0]) == _rows(local)
+    assert _rows(pool.rollout(tasks, G, SEED, seeds)[0]) == _rows(local)
 
 
 def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
@@ -140,14 +141,14 @@ def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
     loads the current weights with its next episodes and samples as before."""
     _, model, tasks, seeds, local, pool = setup
     _arm(pool, 1, "worker1.rollout")
-    hit, _ = pool.rollout(tasks, SEED, seeds)
+    hit, _ = pool.rollout(tasks, G, SEED, seeds)
     assert [all(t.infra_failure == "worker" for t in g.trajectories) for g in hit] == [False, True, False, True]
     assert _rows([hit[0], hit[2]]) == _rows([local[0], local[2]])
     pool.restart_timeout_s = 0.2  # a Ray worker's process takes seconds to start (torch, the model)
     with pytest.raises(RuntimeError, match="rollout worker 1 died and did not come back within 0.2s"):
-        pool.rollout(tasks, SEED, seeds)
+        pool.rollout(tasks, G, SEED, seeds)
     pool.restart_timeout_s = 300.0
-    again, _ = pool.rollout(tasks, SEED, seeds)
+    again, _ = pool.rollout(tasks, G, SEED, seeds)
     assert _rows(again) == _rows(local)
 
 
@@ -188,7 +189,7 @@ def _armed_runs(monkeypatch, spec: str) -> None:
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             _arm(self, 1, spec)
-    monkeypatch.setattr(rl_loop, "RolloutWorkers", Armed)
+    monkeypatch.setattr(rollouts, "RolloutWorkers", Armed)
 
 
 def _same_figures(got: dict, want: dict) -> None:

@@ -40,30 +40,31 @@ from agentic_rl.engines.managed import free_port
 from agentic_rl.engines.recorder import Limits, Recorder, trajectory
 from agentic_rl.faults import deadline
 from agentic_rl.rewards.scoring import score_trajectory
+from agentic_rl.rollout.backends import Episodes, Progress
 from agentic_rl.rollout.loop import RolloutStats
-from agentic_rl.trainer.episodes import Episodes
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
 Agent = Callable[[dict, str], "float | None"]
 _GRACE_S = 1.0  # an episode's own timer fires this long after it is given up: its late calls meet a closed episode
 
 
-def load_agent(spec: str) -> Agent:
-    """`module:function` or `path/to/file.py:function`."""
+def load_callable(spec: str, key: str = "rollout.agent") -> Callable:
+    """`module:function` or `path/to/file.py:function` (a class too: `rollout.backend`); `key`
+    names the recipe's key in the errors."""
     target, _, name = spec.rpartition(":")
     if not target or not name:
-        raise ValueError(f"rollout.agent: expected 'module:function' or 'file.py:function', got {spec!r}")
+        raise ValueError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")
     if target.endswith(".py"):
         module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
         if module_spec is None or not Path(target).exists():
-            raise ValueError(f"rollout.agent: no such file {target!r}")
+            raise ValueError(f"{key}: no such file {target!r}")
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(target)
     fn = getattr(module, name, None)
     if not callable(fn):
-        raise ValueError(f"rollout.agent: {target!r} has no function {name!r}")
+        raise ValueError(f"{key}: {target!r} has no function {name!r}")
     return fn
 
 
@@ -96,32 +97,37 @@ class Proxy:
 
 
 class AgentRollouts:
-    """A step's groups from the agent's episodes: `rollout(tasks, G, seed)`."""
+    """The rollout backend (`rollout/backends.py`) of an agent program: a call's groups from the
+    agent's episodes."""
 
     def __init__(self, agent: Agent, engine, tokenizer, episodes: Episodes, deadline_s: float = 0.0,
-                 concurrency: int = 0, history: str = "keep"):
+                 concurrency: int = 0, history: str = "keep", label: str = "s"):
         """`episodes`: the recipe's sampling, reward and budget; `deadline_s`: an episode's time from
         its start (0: none); `concurrency`: episodes run at once (0: all of a call's); `history`:
-        `Recorder`'s."""
+        `Recorder`'s; `label`: the episode ids' prefix."""
         self.agent, self.reward_fn, self.deadline_s, self.concurrency = agent, episodes.reward, deadline_s, concurrency
+        self.label = label
         self.timeout_s = episodes.budget.step_timeout_s  # the verifier's
         limits = Limits(episodes.budget.max_turns, episodes.budget.max_episode_tokens)
         self.proxy = Proxy(engine, tokenizer, episodes.params, history, limits)
 
-    def rollout(self, tasks: Sequence[Task], G: int, seed: int,
-                label: str = "s") -> tuple[list[TrajectoryGroup], RolloutStats]:
-        """`G` episodes of each task (ids `{label}{seed}-t{i}-g{j}`), scored."""
-        start = time.perf_counter()
-        ids = [[f"{label}{seed}-t{i}-g{j}" for j in range(G)] for i in range(len(tasks))]
-        done = self._run([(t, eid) for t, row in zip(tasks, ids) for eid in row])
+    def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None = None,
+                progress: Progress | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
+        """`group_size` episodes of each task (ids `{label}{seed}-t{i}-g{j}`), scored. The proxy
+        samples each call as its requests arrive, so `episode_seeds` seed nothing here."""
+        start, G = time.perf_counter(), group_size
+        ids = [[f"{self.label}{seed}-t{i}-g{j}" for j in range(G)] for i in range(len(tasks))]
+        done = self._run([(t, eid) for t, row in zip(tasks, ids) for eid in row], progress)
         groups = [TrajectoryGroup(t, tuple(done[i * G:(i + 1) * G])) for i, t in enumerate(tasks)]
         generated = sum(t.num_generated for g in groups for t in g.trajectories)
         return groups, RolloutStats(time.perf_counter() - start, len(done), generated)
 
-    def _run(self, jobs: Sequence[tuple[Task, str]]) -> list[Trajectory]:
+    def _run(self, jobs: Sequence[tuple[Task, str]], progress: Progress | None = None) -> list[Trajectory]:
         """The episodes, each on a daemon thread, at most `concurrency` at once, each given
         `deadline_s` from its start: one not finished by then is given up (`_overdue`), whether it
-        ends later or never, and its place goes to the next. This module's own failure is raised here."""
+        ends later or never, and its place goes to the next; `progress(1)` as each is over. This
+        module's own failure is raised here."""
+        told = progress or (lambda n: None)
         cap = max(1, min(len(jobs), self.concurrency or len(jobs)))
         finished: queue.Queue = queue.Queue()  # (job, its trajectory or what this module raised, when)
         out: list[Trajectory | None] = [None] * len(jobs)
@@ -139,10 +145,12 @@ class AgentRollouts:
                 if at <= due.get(i, -math.inf):
                     out[i] = result
                     del due[i]
+                    told(1)
             now = time.monotonic()
             for i in [i for i, t in due.items() if t <= now]:
                 out[i] = self._overdue(*jobs[i])
                 del due[i]
+                told(1)
         return out
 
     def _thread(self, i: int, job: tuple[Task, str], finished: queue.Queue) -> None:
@@ -179,6 +187,9 @@ class AgentRollouts:
             return score_trajectory(self.reward_fn, whole, timeout_s=self.timeout_s)
         details = {"agent_reward": float(reward), "correct": float(reward >= 1.0)}  # accuracy: a full reward
         return dataclasses.replace(whole, reward=float(reward), reward_details=details)
+
+    def sync(self, model, version: int, probe) -> None:
+        return None  # the proxy serves the policy's own engine
 
     def close(self) -> None:
         self.proxy.close()
