@@ -61,3 +61,29 @@ def test_k_samples_a_task_give_mean_at_k_pass_at_k_and_intervals(tokenizer):
         assert set(r["capabilities"]) >= {"format_compliance", "exploration"}
     lo, hi = result["overall_ci"]
     assert result["overall"] == pytest.approx(14 / 24) and lo < 14 / 24 < hi
+
+
+def test_the_progress_bar_counts_every_episode_as_it_ends(tokenizer, monkeypatch):
+    """`agentic-rl eval`'s bar is one of episodes: its total is every split's tasks x eval.samples,
+    and it moves by one as each episode ends (10 tasks in batches of 4, 4 and 2 tasks: ten steps of
+    one, not three of a batch), so it reaches the episode count."""
+    from tqdm import tqdm
+
+    from agentic_rl.trainer import evaluate as evaluation
+
+    bars = []
+
+    class Recorded(tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.steps = []
+            bars.append(self)
+
+        def update(self, n=1):
+            self.steps.append(n)
+            return super().update(n)
+    monkeypatch.setattr(evaluation, "tqdm", Recorded)
+    cfg = load_config("recipes/calculator.yaml", ["eval.tasks_per_split=5", "eval.batch_size=4", "log.progress=true"])
+    spec = get_env(cfg.env.name)
+    evaluate(ScriptedEngine(tokenizer, lambda row, turn: "<answer>1</answer><|im_end|>"), tokenizer, spec, cfg)
+    assert [(b.total, b.n, b.steps) for b in bars] == [(10, 10, [1] * 10)]
