@@ -72,6 +72,7 @@ def check_config(cfg: Config) -> None:
     _check_staleness(cfg)
     _check_parallel(cfg)
     _check_agent(cfg)
+    _check_backend(cfg)
     teacher = cfg.hindsight.teacher
     if teacher not in ("", DEMONSTRATION_TEACHER) and _missing_directory(teacher):
         raise ConfigError(f"hindsight.teacher: no such model directory: {teacher}")
@@ -161,6 +162,22 @@ def _check_agent(cfg: Config) -> None:
                               "embedded engine, synchronously)")
     try:
         load_callable(cfg.rollout.agent)
+    except (ValueError, ImportError) as e:
+        raise ConfigError(str(e)) from None
+
+
+def _check_backend(cfg: Config) -> None:
+    """A backend of the user's own replaces the built-in ones, so it names none of them."""
+    ro = cfg.rollout
+    if not ro.backend:
+        return
+    from agentic_rl.rollout.agents import load_callable
+
+    for key, set_ in (("rollout.agent", bool(ro.agent)), ("rollout.workers", ro.workers > 0)):
+        if set_:
+            raise ConfigError(f"{key}: not with rollout.backend (a backend of your own samples every episode)")
+    try:
+        load_callable(ro.backend, "rollout.backend")
     except (ValueError, ImportError) as e:
         raise ConfigError(str(e)) from None
 

@@ -85,6 +85,10 @@ class RolloutConfig:
     # an agent's episode still running this long after it started is given up: an infrastructure failure
     # (kind agent), its calls refused from then on; 0 = no limit
     agent_timeout_s: float = 600.0
+    # where episodes are sampled (docs/rollouts.md): "" = the backend the keys above choose (an agent
+    # program, Ray workers, this process's engine), or a class of your own, "module:Class" or
+    # "file.py:Class", built as Class(setting) from a trainer.rollouts.RolloutSetting
+    backend: str = ""
 
 
 @dataclass(frozen=True)

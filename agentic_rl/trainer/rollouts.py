@@ -1,6 +1,7 @@
 """The rollout backend (`rollout/backends.py`) a run samples through, chosen once from the recipe:
-an agent program through the recording proxy (`rollout.agent`), Ray workers (`rollout.workers`, for
-the RL steps: evaluation samples on this process's engine), or this process's engine.
+a class of the user's own (`rollout.backend`, docs/rollouts.md), an agent program through the
+recording proxy (`rollout.agent`), Ray workers (`rollout.workers`, for the RL steps: evaluation
+samples on this process's engine), or this process's engine.
 
 Every backend is built from one `RolloutSetting`; the RL loop builds the steps' (`rl_loop.py`),
 the evaluation its own (`evaluate.py`).
@@ -61,4 +62,6 @@ def backend_name(cfg: Config, evaluation: bool = False) -> str:
 
 def make_rollouts(setting: RolloutSetting) -> Rollouts:
     """The backend the recipe chooses, built from `setting`."""
-    return BACKENDS[backend_name(setting.cfg, setting.evaluation)](setting)
+    spec = setting.cfg.rollout.backend
+    build = load_callable(spec, "rollout.backend") if spec else BACKENDS[backend_name(setting.cfg, setting.evaluation)]
+    return build(setting)

@@ -1,0 +1,30 @@
+"""A rollout backend of one's own: each task's group in an engine session of its own.
+
+Used with `rollout.backend: examples/one_task_rollouts.py:OneTaskAtATime` (docs/rollouts.md). A
+session then holds one group's KV caches at a time, not a whole step's: the least memory, no
+batching across tasks. With `rollout.rng: episode` it samples what the built-in backend samples.
+"""
+
+from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.loop import RolloutStats, rollout
+
+
+class OneTaskAtATime:
+    def __init__(self, setting):  # a trainer.rollouts.RolloutSetting
+        self.engine, self.tokenizer, self.episodes = setting.engine, setting.tokenizer, setting.episodes
+
+    def rollout(self, tasks, group_size, seed, episode_seeds=None, progress=None):
+        ep, groups, seconds, generated = self.episodes, [], 0.0, 0
+        for i, task in enumerate(tasks):
+            seeds = episode_seeds[i * group_size:(i + 1) * group_size] if episode_seeds is not None else None
+            out, stats = rollout(self.engine, self.tokenizer, ep.make_env, [task], group_size, ep.params, ep.budget,
+                                 seed=seed + i, episode_seeds=seeds, progress=progress)
+            groups += score_groups(ep.reward, out, ep.budget.step_timeout_s)
+            seconds, generated = seconds + stats.seconds, generated + stats.generated_tokens
+        return groups, RolloutStats(seconds, len(tasks) * group_size, generated)
+
+    def sync(self, model, version, probe):
+        return None  # it samples on the policy's own engine, which the trainer syncs
+
+    def close(self):
+        pass
