@@ -73,7 +73,8 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     engine = _engine(model, tokenizer, cfg, progress.engine_version)
     if sharded:
         sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built
-    run = Run(cfg, model, tokenizer, spec, engine, logger, store, progress, world)
+    run = Run(cfg=cfg, model=model, tokenizer=tokenizer, spec=spec, engine=engine, logger=logger, store=store,
+              progress=progress, world=world)
     try:
         return _stages(run, saved)
     finally:
@@ -82,7 +83,7 @@ def train(cfg: Config, resume: str | None = None) -> dict:
 
 def _stages(run: Run, saved) -> dict:
     """Baselines, SFT, RL and the held-out evaluations, each skipped when a resumed run has it."""
-    cfg, tokenizer, spec, logger, store, progress = run.cfg, run.tokenizer, run.spec, run.logger, run.store, run.progress
+    cfg, tokenizer, logger, store, progress = run.cfg, run.tokenizer, run.logger, run.store, run.progress
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
         run.held_out("base_zero_shot")
@@ -90,7 +91,7 @@ def _stages(run: Run, saved) -> dict:
             run.held_out("base_few_shot", fewshot=True)
         run.done("baselines", weights=False)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
-        losses = run.timed("sft", lambda: run_sft(run.model, tokenizer, spec, cfg, logger, store, progress, saved))
+        losses = run.timed("sft", lambda: run_sft(run, saved))
         checked_sync(run.engine, run.model, sync_probe(run.engine, tokenizer, cfg))
         run.save_weights("sft")
         episodes: dict = {}
@@ -102,7 +103,7 @@ def _stages(run: Run, saved) -> dict:
         if not progress.rl_adapter and is_lora(run.model):  # the KL reference (adapters off) becomes the SFT model
             run.model, progress.rl_adapter = _rl_shape(run.model, cfg.model), True
             run.engine = _engine(run.model, tokenizer, cfg, run.engine.version, run.engine)
-        run.timed("rl", lambda: run_rl(run.model, tokenizer, run.engine, spec, cfg, logger, store, progress, saved))
+        run.timed("rl", lambda: run_rl(run, saved))
         progress.stages.append("rl")
     if cfg.rl.steps:
         run.save_weights("rl")
@@ -189,9 +190,10 @@ def speak_the_format(tokenizer, spec, options) -> None:
         tokenizer.chat_template = template
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
-    """What the stages of `train()` share, and the bookkeeping each stage ends with."""
+    """What the stages of `train()` share, and the bookkeeping each stage ends with. Not frozen: the
+    RL stage swaps in the LoRA policy's RL shape (`model`) and its sampler (`engine`)."""
 
     cfg: Config
     model: torch.nn.Module

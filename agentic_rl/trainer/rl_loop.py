@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
@@ -42,15 +43,19 @@ from agentic_rl.trainer.state import Progress, SavedState, StateStore, capture_r
 from agentic_rl.trainer.stats import StepRecord
 from agentic_rl.trainer.teachers import hindsight_teacher, load_teachers
 
+if TYPE_CHECKING:
+    from agentic_rl.trainer.loop import Run
+
 
 class TrainingDiverged(RuntimeError):
     """`rl.max_bad_steps` consecutive steps had a non-finite loss or gradient."""
 
 
-def run_rl(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore,
-           progress: Progress, saved: SavedState | None = None) -> None:
+def run_rl(shared: Run, saved: SavedState | None = None) -> None:
     """RL steps from `progress.rl_step + 1` (0 on a fresh run) to `rl.steps`, with a state checkpoint
-    every `checkpoint.every` steps and after the last."""
+    every `checkpoint.every` steps and after the last; `shared`: what the stages of `train()` share."""
+    model, tokenizer, engine, spec, cfg = shared.model, shared.tokenizer, shared.engine, shared.spec, shared.cfg
+    logger, store, progress = shared.logger, shared.store, shared.progress
     # before the optimizer, the reference and the critic exist
     memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
                           enforce=cfg.model.memory_check)
@@ -127,13 +132,16 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     h = cfg.hindsight
     hindsight = None if h.coef <= 0 else hindsight_options(
         h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)
-    run = RLRun(cfg, model, tokenizer, engine, spec, episodes(spec, cfg.env.options, cfg.rollout), sampler, optimizer,
-                build_loss(cfg, model, reference, critic, teachers),
-                Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
-                logger, teachers, hindsight, hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
-                sync_probe(engine, tokenizer, cfg), parallel=parallel)
-    # where the steps' episodes are sampled (`trainer/rollouts.py`)
-    run.rollouts = make_rollouts(RolloutSetting(cfg=cfg, engine=engine, tokenizer=tokenizer, episodes=run.episodes))
+    eps = episodes(spec, cfg.env.options, cfg.rollout)
+    run = RLRun(
+        cfg=cfg, model=model, tokenizer=tokenizer, engine=engine, spec=spec, episodes=eps, sampler=sampler,
+        optimizer=optimizer, loss=build_loss(cfg, model, reference, critic, teachers),
+        scorer=Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
+        logger=logger, teachers=teachers, hindsight=hindsight,
+        hindsight_engine=hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
+        probe=sync_probe(engine, tokenizer, cfg), parallel=parallel,
+        # where the steps' episodes are sampled (`trainer/rollouts.py`)
+        rollouts=make_rollouts(RolloutSetting(cfg=cfg, engine=engine, tokenizer=tokenizer, episodes=eps)))
     return run, monitor, remedies
 
 

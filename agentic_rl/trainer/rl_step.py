@@ -48,9 +48,11 @@ from agentic_rl.trainer.update import UpdateBatch, rl_update
 from agentic_rl.types import RolloutBatch, TrajectoryGroup
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RLRun:
-    """What the RL loop carries from step to step (and so what a state checkpoint must hold)."""
+    """What the RL loop carries from step to step (and so what a state checkpoint must hold). Not
+    frozen: a remedy replaces `cfg` and the loss (`reconfigure`), and the loop starts the producer
+    on the run it reads."""
 
     cfg: Config  # replaced, never changed, when a remedy changes a knob
     model: torch.nn.Module

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm import tqdm
@@ -22,14 +23,16 @@ from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import token_logprobs
 from agentic_rl.models.precision import autocast
-from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.sft_data import load_sft_file
 from agentic_rl.trainer.batching import make_batch, make_packed_batch, pack
-from agentic_rl.trainer.config import Config, SFTConfig
+from agentic_rl.trainer.config import SFTConfig
 from agentic_rl.trainer.distributed import DataParallel
-from agentic_rl.trainer.state import Progress, SavedState, StateStore
+from agentic_rl.trainer.state import SavedState
 from agentic_rl.types import Trajectory
+
+if TYPE_CHECKING:
+    from agentic_rl.trainer.loop import Run
 
 
 def sft_step(model, optimizer, micro_batches: Sequence[Sequence], pad_id: int, precision: str,
@@ -127,10 +130,12 @@ def sft_trajectories(spec: EnvSpec, s: SFTConfig, options: dict, tokenizer) -> l
     return [demonstrate(spec, options, t, tokenizer)[1] for t in tasks]
 
 
-def run_sft(model, tokenizer, spec: EnvSpec, cfg: Config, logger: MetricsLogger, store: StateStore,
-            progress: Progress, saved: SavedState | None = None) -> list[float]:
-    """Trains, logs every step (and the held-out loss), returns the training losses. With a state
-    store, a state every `checkpoint.sft_every` steps; a resumed run continues after `progress.sft_step`."""
+def run_sft(shared: Run, saved: SavedState | None = None) -> list[float]:
+    """Trains, logs every step (and the held-out loss), returns the training losses. A state every
+    `checkpoint.sft_every` steps; a resumed run continues after `progress.sft_step`. `shared`: what
+    the stages of `train()` share."""
+    model, tokenizer, spec, cfg = shared.model, shared.tokenizer, shared.spec, shared.cfg
+    logger, store, progress = shared.logger, shared.store, shared.progress
     s = cfg.sft
     data = sft_trajectories(spec, s, cfg.env.options, tokenizer)
     cut = int(len(data) * s.heldout)

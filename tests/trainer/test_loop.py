@@ -39,3 +39,19 @@ def test_the_run_logs_what_it_resolved(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows[0] == {"step": 0, "stage": "event", "event": "machine", "threads": 1, "precision": "fp32"}
     assert "precision: fp32" in (tmp_path / "config.yaml").read_text()
+
+
+def test_the_runs_the_stages_share_are_keyword_only_and_the_stages_take_them():
+    """`Run` (what train()'s stages share) and `RLRun` (what the RL loop carries) are built by name,
+    field by field, and the SFT and RL stages take the `Run` whole, not its fields one by one."""
+    import inspect
+
+    from agentic_rl.trainer.rl_loop import run_rl
+    from agentic_rl.trainer.rl_step import RLRun
+    from agentic_rl.trainer.sft import run_sft
+
+    for record in (loop.Run, RLRun):
+        kinds = {p.kind for p in inspect.signature(record).parameters.values()}
+        assert kinds == {inspect.Parameter.KEYWORD_ONLY}, record.__name__
+    for stage in (run_sft, run_rl):
+        assert list(inspect.signature(stage).parameters) == ["shared", "saved"], stage.__name__
