@@ -59,6 +59,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     from agentic_rl.envs.registry import get_env
     from agentic_rl.monitor.collapse import CollapseMonitor
     from agentic_rl.monitor.logger import MetricsLogger
+    from agentic_rl.rollout.loop import RolloutStats
     from agentic_rl.trainer import rl_loop
     from agentic_rl.trainer.episodes import episodes
     from agentic_rl.trainer.producer import Producer
@@ -82,7 +83,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
                                             episodes=episodes(get_env(cfg.env.name), cfg.env.options, cfg.rollout)))
     run = SimpleNamespace(cfg=cfg, engine=engine, model=tiny, probe=None, rollouts=rollouts)  # in process: no Ray workers
     run.producer = Producer(run, first=1, last=0, max_staleness=0)  # nothing left to produce
-    record = StepRecord(1, {}, {}, {}, 1, 1e-3, SimpleNamespace(seconds=1.0, generated_tokens=1), 1.0, 1, 1, 1.0, 1.0)
+    record = StepRecord(1, {}, {}, {}, 1, 1e-3, RolloutStats(1.0, 1, 1), 1.0, 1, 1, 1.0, 1.0)
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
     restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()
     with torch.no_grad():
