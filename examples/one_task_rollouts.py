@@ -14,14 +14,14 @@ class OneTaskAtATime:
         self.engine, self.tokenizer, self.episodes = setting.engine, setting.tokenizer, setting.episodes
 
     def rollout(self, tasks, group_size, seed, episode_seeds=None, progress=None):
-        ep, groups, seconds, generated = self.episodes, [], 0.0, 0
+        ep, groups, parts = self.episodes, [], []
         for i, task in enumerate(tasks):
             seeds = episode_seeds[i * group_size:(i + 1) * group_size] if episode_seeds is not None else None
             out, stats = rollout(self.engine, self.tokenizer, ep.make_env, [task], group_size, ep.params, ep.budget,
                                  seed=seed + i, episode_seeds=seeds, progress=progress)
             groups += score_groups(ep.reward, out, ep.budget.step_timeout_s)
-            seconds, generated = seconds + stats.seconds, generated + stats.generated_tokens
-        return groups, RolloutStats(seconds, len(tasks) * group_size, generated)
+            parts.append(stats)
+        return groups, RolloutStats.total(parts, sum(p.seconds for p in parts))
 
     def sync(self, model, version, probe):
         return None  # it samples on the policy's own engine, which the trainer syncs

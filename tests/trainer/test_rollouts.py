@@ -29,6 +29,8 @@ def _train(out: Path, monkeypatch, *overrides) -> tuple[list[int], list[dict]]:
         m.setattr(HFSession, "run", recorded)
         train(load_config("recipes/tiny.yaml", [*RUN, *overrides, f"output_dir={out}"]))
     rows = map(json.loads, (out / "trajectories" / "rl.jsonl").read_text().splitlines())
+    steps = [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "time_env_s" in r]
+    assert steps and all(r["time_env_s"] > 0 for r in steps)  # the envs' time (resets, at least) is counted
     return sessions, [{k: r[k] for k in ("step", "task_id", "token_ids", "reward")} for r in rows]
 
 
