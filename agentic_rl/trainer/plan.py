@@ -34,22 +34,23 @@ def dry_run(cfg: Config) -> list[dict]:
 
         plan["backend"] = dist.get_backend()
     if cfg.rollout.workers:
-        plan.update(_workers(cfg, model, tokenizer))
+        plan.update(_workers(cfg, model, tokenizer, spec))
     DataParallel(model, world, cfg.model.parallel)  # under torchrun: DDP's or FSDP's construction communicates
     plans = world.gather(plan)
     return plans if world.main else []
 
 
-def _workers(cfg: Config, model, tokenizer) -> dict:
+def _workers(cfg: Config, model, tokenizer, spec) -> dict:
     """Start the Ray pool, send it the weights, probe every worker."""
     import ray
 
+    from agentic_rl.trainer.episodes import episodes
     from agentic_rl.trainer.workers import RolloutWorkers
 
-    pool = RolloutWorkers(cfg)
+    pool = RolloutWorkers(cfg, episodes(spec, cfg.env.options, cfg.rollout))
     try:
         probe = sync_probe(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, cfg)  # None: unchecked
-        gap = pool.checked_sync(model, 0, probe)
+        gap = pool.sync(model, 0, probe)
         return {"rollout_workers": len(pool.actors), "worker_pids": pool.pids(), "worker_probe_gap": gap,
                 "ray_resources": ray.cluster_resources()}
     finally:

@@ -266,3 +266,14 @@ def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k,
     assert [r["step"] for r in rows if r.get("action") == "rollback" and r["rolled_back"]] == [step]
     assert sorted({t["step"] for t in got}) == list(range(1, steps + 1))
     assert got == want
+
+
+@pytest.mark.slow
+def test_a_dry_run_starts_the_pool_and_probes_every_worker(cluster):
+    """`train --dry-run` with rollout.workers: the pool starts, gets the weights and every worker is
+    probed on them (the fp32 tolerance)."""
+    from agentic_rl.trainer.plan import dry_run
+
+    cfg = load_config("recipes/tiny.yaml", ["rollout.workers=2", "rollout.worker_cpus=0.5"])
+    [plan] = dry_run(cfg)
+    assert plan["rollout_workers"] == 2 and len(set(plan["worker_pids"])) == 2 and plan["worker_probe_gap"] <= 1e-3
