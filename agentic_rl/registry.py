@@ -62,24 +62,25 @@ class Registry(Generic[F]):
         return added
 
 
-def load_callable(spec: str, key: str) -> Callable:
-    """What a recipe names as `module:function` or `path/to/file.py:function` (`key`: the recipe key,
-    for the message). A module is looked up on the path and then in the working directory, where a
-    user's own module usually sits beside the recipe."""
+def load_callable(spec: str, key: str = "rollout.agent") -> Callable:
+    """What a recipe names as `module:function` or `path/to/file.py:function` (a class too:
+    `rollout.backend`); `key`, the recipe key, names it in the errors (ConfigError). A module is
+    looked up on the path and then in the working directory, where a user's module sits beside the
+    recipe."""
     import importlib
     import importlib.util
     import sys
     from pathlib import Path
 
-    from agentic_rl.errors import UserError
+    from agentic_rl.errors import ConfigError
 
     target, _, name = str(spec).rpartition(":")
     if not target or not name:
-        raise UserError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")
+        raise ConfigError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")
     if target.endswith(".py"):
         module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
         if module_spec is None or not Path(target).exists():
-            raise UserError(f"{key}: no such file {target!r}")
+            raise ConfigError(f"{key}: no such file {target!r}")
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
     else:
@@ -88,8 +89,8 @@ def load_callable(spec: str, key: str) -> Callable:
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as e:
-            raise UserError(f"{key}: cannot import {target!r} ({e})") from None
+            raise ConfigError(f"{key}: cannot import {target!r} ({e})") from None
     fn = getattr(module, name, None)
     if not callable(fn):
-        raise UserError(f"{key}: {target!r} has no function {name!r}")
+        raise ConfigError(f"{key}: {target!r} has no function {name!r}")
     return fn

@@ -26,14 +26,11 @@ refused it), and one that ends without calling the model are the infrastructure'
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import math
 import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.managed import free_port
@@ -46,26 +43,6 @@ from agentic_rl.types import Task, Trajectory, TrajectoryGroup
 
 Agent = Callable[[dict, str], "float | None"]
 _GRACE_S = 1.0  # an episode's own timer fires this long after it is given up: its late calls meet a closed episode
-
-
-def load_callable(spec: str, key: str = "rollout.agent") -> Callable:
-    """`module:function` or `path/to/file.py:function` (a class too: `rollout.backend`); `key`
-    names the recipe's key in the errors."""
-    target, _, name = spec.rpartition(":")
-    if not target or not name:
-        raise ValueError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")
-    if target.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
-        if module_spec is None or not Path(target).exists():
-            raise ValueError(f"{key}: no such file {target!r}")
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"{key}: {target!r} has no function {name!r}")
-    return fn
 
 
 class Proxy:

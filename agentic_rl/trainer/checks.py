@@ -153,7 +153,7 @@ def _check_agent(cfg: Config) -> None:
         raise ConfigError(f"rollout.agent_history: keep or template (got {cfg.rollout.agent_history!r})")
     if not cfg.rollout.agent:
         return
-    from agentic_rl.rollout.agents import load_callable
+    from agentic_rl.registry import load_callable
 
     for key, blocked in (("rollout.workers", cfg.rollout.workers > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
                          ("rollout.engine", cfg.rollout.engine != "embedded")):
@@ -171,7 +171,7 @@ def _check_backend(cfg: Config) -> None:
     ro = cfg.rollout
     if not ro.backend:
         return
-    from agentic_rl.rollout.agents import load_callable
+    from agentic_rl.registry import load_callable
 
     for key, set_ in (("rollout.agent", bool(ro.agent)), ("rollout.workers", ro.workers > 0)):
         if set_:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentic_rl.registry import Registry
-from agentic_rl.rollout.agents import AgentRollouts, load_callable
+from agentic_rl.registry import Registry, load_callable
+from agentic_rl.rollout.agents import AgentRollouts
 from agentic_rl.rollout.backends import Episodes, InProcess, Rollouts
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.workers import RolloutWorkers
