@@ -1,7 +1,8 @@
 """The trainer: a run from its recipe to its checkpoints. Where each part lives:
 
 - the run, top to bottom: `loop.py` (`train()`: baselines, SFT, RL, held-out evaluation);
-  the recipe: `config.py` (typed, frozen) and `checks.py` (what it names must exist);
+  the recipe: `config.py` (typed, frozen), `coerce.py` (its YAML into the sections) and `checks.py`
+  (what it names must exist);
 - the RL stage: `rl_loop.py` (set up, then step, watch, evaluate, checkpoint), one step:
   `rl_step.py` (sample -> roll out -> score -> filter -> credit -> update -> sync -> log);
 - making a step's episodes: `episodes.py` (env, reward, sampling, budgets from the recipe),
