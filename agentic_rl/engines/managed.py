@@ -26,8 +26,9 @@ from agentic_rl.models.device import device_of
 START_S = 600.0  # a server that does not answer /health by then did not start (vLLM compiles first)
 
 
-def served_engine(model, tokenizer, cfg) -> ServedEngine:
-    """The served engine `cfg.rollout.engine` names, holding the trainer's weights."""
+def served_engine(model, tokenizer, cfg, version: int = 0) -> ServedEngine:
+    """The served engine `cfg.rollout.engine` names, holding the trainer's weights as `version` (the
+    run's count of its syncs: a resumed run's goes on from its state)."""
     ro = cfg.rollout
     weights = cfg.run_dir / "served"
     if ro.engine in ("managed", "managed_vllm"):
@@ -39,15 +40,22 @@ def served_engine(model, tokenizer, cfg) -> ServedEngine:
                                    cfg.model.lora_rank if ro.weight_update == "vllm_lora" else 0)
         proc, url = start_server(command, weights / "server.log")
         engine = ServedEngine(url, tokenizer, model, ro.engine_timeout_s, weights_dir=str(weights),
-                              weight_update=ro.weight_update)
+                              weight_update=ro.weight_update, version=version, dtype=_dtype(cfg.model.precision))
         engine.process = proc
         if ro.engine == "managed_vllm":
-            engine.sync_weights()  # vLLM loads the weights it started from again (and a LoRA writer its adapter)
+            engine.send_weights()  # vLLM loads the weights it started from again (and a LoRA writer its adapter)
         return engine
     engine = ServedEngine(ro.engine, tokenizer, model, ro.engine_timeout_s, weights_dir=str(weights),
-                          weight_update=ro.weight_update)
-    engine.sync_weights()
+                          weight_update=ro.weight_update, version=version)
+    engine.send_weights()
     return engine
+
+
+def _dtype(precision: str):
+    """The dtype a managed server computes in: the run's (the server is started with it)."""
+    import torch
+
+    return torch.float32 if precision == "fp32" else torch.bfloat16
 
 
 def serve_command(checkpoint: Path, precision: str, device: str) -> list[str]:
@@ -59,7 +67,7 @@ def vllm_command(checkpoint: Path, precision: str, python: str = "", extra: str 
     """vLLM's OpenAI server over `checkpoint`, as the served engine needs it (docs/engines/vllm.md).
     `extra` (rollout.vllm_args) goes last, so it can override a default (the memory fraction)."""
     command = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
-               "--port", "{port}", "--dtype", "float32" if precision == "fp32" else "bfloat16",
+               "--port", "{port}", "--dtype", str(_dtype(precision)).removeprefix("torch."),
                "--logprobs-mode", "processed_logprobs", "--enable-prefix-caching",
                "--gpu-memory-utilization", "0.15", "--max-model-len", "4096"]
     if lora_rank:

@@ -12,9 +12,16 @@ A request that fails — the server down, a timeout, an error status, a malforme
 once; then the episode ends as an infrastructure failure (`faults.py` kind `engine`), and the rest
 of the rollout goes on.
 
+Random streams: with `row_seeds` (rollout.rng: episode) every request carries a `seed` of its own,
+drawn from its row's seed and the action's place in the episode, so an episode samples the same
+tokens whichever rows share its batch (both our server and vLLM honour a request's `seed`); without
+them the server samples with its own generator.
+
 Weights: `sync_weights()` hands the trainer's policy to the writer `rollout.weight_update` names
 (`weight_update.py`: our `/v1/load_weights`, vLLM's in-place reload, or vLLM's runtime LoRA
-loading); the weight-sync probe (`probe.py`) then checks what the server samples from.
+loading); the weight-sync probe (`probe.py`) then checks what the server samples from. `version` is
+the trainer's count of its syncs (a resumed run's continues from its state), never the server's: a
+server started afresh, or one that served other runs, counts differently.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import asyncio
 import queue
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -41,25 +49,35 @@ class EngineError(InfrastructureError):
 
 class ServedEngine:
     def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, max_in_flight: int = 64,
-                 weights_dir: str | None = None, weight_update: str = "auto"):
+                 weights_dir: str | None = None, weight_update: str = "auto", version: int = 0,
+                 dtype: torch.dtype | None = None):
         self.url = url.rstrip("/")
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
         self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="agentic-rl-weights-"))
         health = self._get("/health")  # ours says its version and dtype; vLLM's answers an empty 200
-        self.version = int(health.get("version", 0))
-        # what the server computes in (the probe's tolerance follows it); bf16 when it does not say (vLLM)
-        self.dtype = getattr(torch, str(health.get("dtype", "bfloat16")), torch.bfloat16)
+        self.version = version  # the trainer's: the weights' version the server samples from
+        # what the server computes in (the probe's tolerance follows it): what it says, else what the
+        # run started it with (`dtype`, a managed vLLM), else bf16
+        said = getattr(torch, str(health.get("dtype", "")), None)
+        self.dtype = said if isinstance(said, torch.dtype) else dtype or torch.bfloat16
         self.writer = writer(weight_update, health)
         self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
-        self.version = self.writer(self)
+        """The trainer's current weights to the server: the next version."""
+        self.send_weights()
+        self.version += 1
         return self.version
 
-    def session(self, seed: int = 0) -> ServedSession:
-        return ServedSession(self, seed)
+    def send_weights(self) -> None:
+        """The trainer's weights to the server, keeping the version: the weights the version already
+        names (a server just started, or a resumed run's restored weights)."""
+        self.writer(self)
+
+    def session(self, seed: int = 0, row_seeds: Mapping[int, int] | None = None) -> ServedSession:
+        return ServedSession(self, seed, row_seeds)
 
     # ------------------------------------------------------------------ http
     def _get(self, path: str) -> dict:
@@ -96,8 +114,10 @@ class ServedSession:
     each finished action in turn and calls `on_stop` (the env steps here, on the caller's thread,
     where its deadline and its own event loop work), then sends the row's next request."""
 
-    def __init__(self, engine: ServedEngine, seed: int):
-        self.engine = engine  # the server samples with its own generator: `seed` cannot reach it
+    def __init__(self, engine: ServedEngine, seed: int, row_seeds: Mapping[int, int] | None = None):
+        self.engine = engine  # without row seeds the server samples with its own generator: `seed` cannot reach it
+        self.row_seeds = row_seeds
+        self.actions: dict[int, int] = {}  # requests sent per row
 
     def run(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams, on_stop: OnStop,
             max_new: Callable[[int], int] | None = None, on_error: OnError | None = None) -> None:
@@ -118,6 +138,9 @@ class ServedSession:
                     "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False}
             if self.engine.served_model:
                 body["model"] = self.engine.served_model
+            if self.row_seeds is not None:
+                body["seed"] = request_seed(self.row_seeds[row], self.actions.get(row, 0))
+            self.actions[row] = self.actions.get(row, 0) + 1
             future = asyncio.run_coroutine_threadsafe(self._complete(client, body), loop)
             future.add_done_callback(lambda f: done.put((row, ids, f)))
             out[0] += 1
@@ -171,6 +194,11 @@ class ServedSession:
                 except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as e:
                     why = f"the served engine at {self.engine.url} failed a completion: {type(e).__name__}: {e}"
         return why
+
+
+def request_seed(row_seed: int, action: int) -> int:
+    """The `seed` of a row's `action`-th request (0-based): 31 bits, which every server takes."""
+    return zlib.crc32(f"{row_seed}/{action}".encode()) & 0x7FFFFFFF
 
 
 def _sample(reply: dict) -> Sample:

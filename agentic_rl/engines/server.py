@@ -5,6 +5,7 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
 
 - `POST /v1/completions`: `prompt` a string or a list of token ids; `max_tokens`, `temperature`,
   `top_p`, `stop` (strings; `include_stop_str_in_output` is always on: the ids are what was sampled),
+  `seed` (an integer: the request samples from a generator of its own, whatever batch it lands in),
   `logprobs` (any value: the sampled tokens' logprobs under the tempered distribution),
   `return_token_ids` (each choice then carries `prompt_token_ids` and `token_ids`),
   `prompt_logprobs` (each prompt token's logprob at temperature 1, `None` for the first, as
@@ -224,8 +225,10 @@ class _Handlers:
         ids = list(tok(prompt, add_special_tokens=False)["input_ids"]) if isinstance(prompt, str) else prompt
         if not isinstance(ids, list):
             raise HTTPException(400, "prompt: a string or a list of token ids")
-        params = self.params(body)
-        s = await self.sample(ids, params)
+        params, seed = self.params(body), body.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise HTTPException(400, "seed: a non-negative integer")
+        s = await self.sample(ids, params, seed)
         finish, stop = _stop_reason(s, params, tok)
         choice = {"index": 0, "text": s.text, "finish_reason": finish, "stop_reason": stop,
                   "logprobs": {"tokens": [tok.decode([t]) for t in s.ids], "token_logprobs": list(s.logprobs)}

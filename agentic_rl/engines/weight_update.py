@@ -1,11 +1,11 @@
 """How a served engine gets the trainer's weights: `rollout.weight_update`.
 
-Each writer takes the `ServedEngine` and returns the sampler's new version. All of them write the
-weights to a directory the server reads (`RUN_DIR/served/`: the server and the trainer share a
+Each writer takes the `ServedEngine` and puts the trainer's weights on its server (the version is
+the engine's own count, `served.py`). All of them write the weights to a directory the server reads (`RUN_DIR/served/`: the server and the trainer share a
 filesystem), then tell the server to load it.
 
 - `load_weights` — `agentic-rl serve`: POST `/v1/load_weights {path}`; the server swaps the weights
-  between batches and answers its new version.
+  between batches.
 - `vllm_reload` — vLLM, full weights, through its development-mode endpoints (the server runs with
   `VLLM_SERVER_DEV_MODE=1`): `/pause?mode=wait` (requests in flight finish on the old weights), the
   workers' in-place reload (`/collective_rpc` `reload_weights` with the checkpoint's path),
@@ -34,18 +34,17 @@ from agentic_rl.models.lora import is_lora
 ADAPTER = "policy"  # the name the LoRA writer loads the adapter under, and requests ask for
 
 
-def load_weights(engine) -> int:
+def load_weights(engine) -> None:
     path = save_checkpoint(engine.model, engine.tokenizer, engine.weights_dir / "policy")
-    return int(engine._post("/v1/load_weights", {"path": str(path)})["version"])
+    engine._post("/v1/load_weights", {"path": str(path)})
 
 
-def vllm_reload(engine) -> int:
+def vllm_reload(engine) -> None:
     path = save_checkpoint(engine.model, engine.tokenizer, engine.weights_dir / "policy")
     _reload(engine, str(path))
-    return engine.version + 1
 
 
-def vllm_lora(engine) -> int:
+def vllm_lora(engine) -> None:
     model = engine.model
     if not is_lora(model):
         raise ValueError("rollout.weight_update=vllm_lora needs a LoRA policy (model.lora_rank > 0)")
@@ -59,7 +58,6 @@ def vllm_lora(engine) -> int:
     engine._post("/v1/load_lora_adapter", {"lora_name": ADAPTER, "lora_path": str(path), "load_inplace": True})
     _reset_prefix_cache(engine)
     engine.served_model = ADAPTER
-    return engine.version + 1
 
 
 def _reload(engine, path: str) -> None:
@@ -86,11 +84,11 @@ def _fingerprint(model) -> float:
     return float(sum(p.double().sum() for n, p in model.named_parameters() if "lora_" not in n))
 
 
-WRITERS: dict[str, Callable[..., int]] = {"load_weights": load_weights, "vllm_reload": vllm_reload,
+WRITERS: dict[str, Callable[..., None]] = {"load_weights": load_weights, "vllm_reload": vllm_reload,
                                           "vllm_lora": vllm_lora}
 
 
-def writer(name: str, health: dict) -> Callable[..., int]:
+def writer(name: str, health: dict) -> Callable[..., None]:
     """The writer `rollout.weight_update` names; `auto` reads the server's `/health` answer."""
     if name == "auto":
         name = "load_weights" if "version" in health else "vllm_reload"

@@ -240,7 +240,7 @@ def _engine(model, tokenizer, cfg: Config, version: int, current=None):
         if current is not None:
             current.model = model
             return current
-        return served_engine(model, tokenizer, cfg)
+        return served_engine(model, tokenizer, cfg, version)
     # its own copy when rollouts run while the policy trains, or when the policy will be sharded
     own = cfg.rl.max_staleness > 0 or cfg.model.parallel == "fsdp"
     engine = HFEngine(model, tokenizer, cfg.model.precision, own_copy=own)

@@ -89,9 +89,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # weights at most rl.max_staleness versions older than those this step updates
     produced, waited = run.producer.take(step)
     kept, sampled, stats, version = produced.kept, produced.sampled, produced.stats, produced.version
-    staleness = run.engine.version - version
-    if staleness > rl.max_staleness:
-        raise RuntimeError(f"RL step {step}: a batch {staleness} versions stale (rl.max_staleness {rl.max_staleness})")
+    staleness = staleness_of(step, version, run.engine.version, rl.max_staleness)
     rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
                    "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s}
     if rl.max_staleness:
@@ -145,6 +143,17 @@ def sync_samplers(run: RLRun) -> tuple[int, float | None]:
         version, gap = checked_sync(run.engine, run.model, run.probe)
         own = run.rollouts.sync(run.model, version, run.probe)
     return version, gap if own is None else own
+
+
+def staleness_of(step: int, sampled: int, current: int, bound: int) -> int:
+    """How many versions older than `current` the weights that sampled a batch (`sampled`) are;
+    raises past `bound`, and below 0 (a batch sampled by weights the trainer has not made yet: a
+    sampler whose count is not the trainer's)."""
+    staleness = current - sampled
+    if not 0 <= staleness <= bound:
+        raise RuntimeError(f"RL step {step}: a batch sampled by version {sampled} trains at version {current}: "
+                           f"{staleness} versions stale (rl.max_staleness {bound})")
+    return staleness
 
 
 class InfrastructureFailure(RuntimeError):
