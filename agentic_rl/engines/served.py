@@ -63,6 +63,7 @@ class ServedEngine:
         self.dtype = said if isinstance(said, torch.dtype) else dtype or torch.bfloat16
         self.writer = writer(weight_update, health)
         self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
+        self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
@@ -90,7 +91,7 @@ class ServedEngine:
                 return {"text": r.text}  # vLLM answers some admin endpoints in plain text
             return r.json()
         except (httpx.HTTPError, ValueError) as e:
-            raise EngineError(f"the served engine at {self.url} did not answer {path}: {e}") from None
+            raise EngineError(f"the served engine at {self.url} did not answer {path}: {e}{self.why()}") from None
 
     def _post(self, path: str, body: dict) -> dict:
         import httpx
@@ -102,7 +103,11 @@ class ServedEngine:
                 return {"text": r.text}  # vLLM answers some admin endpoints in plain text
             return r.json()
         except (httpx.HTTPError, ValueError) as e:
-            raise EngineError(f"the served engine at {self.url} failed {path}: {e}") from None
+            raise EngineError(f"the served engine at {self.url} failed {path}: {e}{self.why()}") from None
+
+    def why(self) -> str:
+        """What a managed server says of a failed request ("" for a server the user runs)."""
+        return f"; {self.down()}" if self.down is not None else ""
 
 
 OnStop = Callable[[int, Sample], Sequence[int] | None]
@@ -193,7 +198,7 @@ class ServedSession:
                     return _sample(r.json())
                 except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as e:
                     why = f"the served engine at {self.engine.url} failed a completion: {type(e).__name__}: {e}"
-        return why
+        return why + self.engine.why()
 
 
 def request_seed(row_seed: int, action: int) -> int:

@@ -71,14 +71,15 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     if saved is None:  # the threads and dtype the run resolved (a resumed run keeps them)
         logger.log({"step": 0, "stage": "event", "event": "machine", **progress.machine})
     engine = _engine(model, tokenizer, cfg, progress.engine_version)
-    if sharded:
-        sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built
-    run = Run(cfg=cfg, model=model, tokenizer=tokenizer, spec=spec, engine=engine, logger=logger, store=store,
-              progress=progress, world=world)
-    try:
+    run = None
+    try:  # from the moment a managed server runs, the run stops it however it ends
+        if sharded:
+            sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built
+        run = Run(cfg=cfg, model=model, tokenizer=tokenizer, spec=spec, engine=engine, logger=logger, store=store,
+                  progress=progress, world=world)
         return _stages(run, saved)
     finally:
-        close_engine(run.engine)
+        close_engine(run.engine if run is not None else engine)
 
 
 def _stages(run: Run, saved) -> dict:
