@@ -55,7 +55,7 @@ class RolloutConfig:
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
     # after every weight sync the sampler's logprobs of a fixed sequence are checked against the
     # trainer's (engines/probe.py): the mean gap a token allowed; 0 = by the sampler's dtype
-    # (1e-3 fp32, 0.1 bf16); < 0 = no check
+    # (1e-3 fp32, 0.1 bf16: the run's config.yaml holds the tolerance resolved); < 0 = no check
     sync_probe_tol: float = 0.0
     # the policy's sampler (docs/engines): "embedded" (in this process), "managed" (an `agentic-rl serve`
     # this run starts and stops), "managed_vllm" (a vLLM server it starts and stops), or the URL of a

@@ -59,7 +59,6 @@ def train(cfg: Config, resume: str | None = None) -> dict:
         cfg, machine = _with_machine(cfg, progress.machine), f"{machine}; resumed with {progress.machine}"
     progress.machine = {"threads": cfg.model.threads, "precision": cfg.model.precision}
     if world.main:
-        (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         print(f"agentic-rl: {cfg.name}: {machine}; run folder {cfg.run_dir}", flush=True)
     if progress.rl_adapter:
         model = _rl_shape(model, cfg.model)
@@ -73,6 +72,9 @@ def train(cfg: Config, resume: str | None = None) -> dict:
     engine = _engine(model, tokenizer, cfg, progress.engine_version)
     run = None
     try:  # from the moment a managed server runs, the run stops it however it ends
+        cfg = _with_probe_tolerance(cfg, engine, tokenizer)
+        if world.main:
+            (cfg.run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         if sharded:
             sharding.shard(model)  # after the sampler took its own copy; before any optimizer is built
         run = Run(cfg=cfg, model=model, tokenizer=tokenizer, spec=spec, engine=engine, logger=logger, store=store,
@@ -150,6 +152,13 @@ def resolve_machine(cfg: Config, world: World) -> tuple[Config, str]:
         dtype = world.gather(dtype)[0]
     cfg = _with_machine(cfg, {"threads": threads.count, "precision": dtype})
     return cfg, f"{device}, {why}, {threads.count} torch thread{'s' * (threads.count > 1)} ({threads.why})"
+
+
+def _with_probe_tolerance(cfg: Config, engine, tokenizer) -> Config:
+    """`rollout.sync_probe_tol: 0` resolved to the tolerance the sampler's dtype calls for
+    (`engines/probe.py`), so the run's config.yaml says the tolerance its probe checks."""
+    probe = sync_probe(engine, tokenizer, cfg) if cfg.rollout.sync_probe_tol == 0 else None
+    return with_values(cfg, {"rollout.sync_probe_tol": probe.tolerance}) if probe is not None else cfg
 
 
 def _with_machine(cfg: Config, machine: dict) -> Config:

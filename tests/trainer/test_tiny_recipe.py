@@ -7,6 +7,7 @@ import json
 import math
 
 import torch
+import yaml
 
 from agentic_rl.monitor.metrics import MACHINE_PREFIXES
 from agentic_rl.trainer import loop
@@ -46,7 +47,8 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     assert set(failed) == {t for t, k in split["accuracy_by_template"].items() if k["accuracy"] < 1}
     assert all(f["output"] and f["reward"] < 1 for f in split["failures"])
     assert (tmp_path / "checkpoints" / "rl" / "config.json").exists()
-    assert (tmp_path / "config.yaml").exists()
+    resolved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert resolved["rollout"]["sync_probe_tol"] == 1e-3  # `0` resolved: the fp32 sampler's tolerance
     traj = json.loads((tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()[0])
     assert len(traj["token_ids"]) == len(traj["loss_mask"])
 
