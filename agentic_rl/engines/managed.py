@@ -30,9 +30,24 @@ from agentic_rl.models.memory import OBSERVATION_TOKENS
 START_S = 600.0  # a server that does not answer /health by then did not start (vLLM compiles first)
 
 
-def served_engine(model, tokenizer, cfg, version: int = 0) -> ServedEngine:
+def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> ServedEngine:
     """The served engine `cfg.rollout.engine` names, holding the trainer's weights as `version` (the
-    run's count of its syncs: a resumed run's goes on from its state)."""
+    run's count of its syncs: a resumed run's goes on from its state). Data-parallel ranks (`world`,
+    `trainer/distributed.py`) share one server, which rank 0 owns: it starts a managed server,
+    writes the weights under its run folder and has the server load them, once a sync; the other
+    ranks wait for it and sample from the same server (`ServedEngine.owner`)."""
+    engine = _owned_engine(model, tokenizer, cfg, version) if world is None or world.main else None
+    if world is None or world.size == 1:
+        return engine
+    url = world.gather(engine.url if engine is not None else None)[0]  # every rank waits for rank 0's server
+    if engine is None:
+        engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine_timeout_s, weight_update=cfg.rollout.weight_update,
+                              version=version, dtype=_dtype(cfg.model.precision), owner=False)
+    engine.world = world
+    return engine
+
+
+def _owned_engine(model, tokenizer, cfg, version: int) -> ServedEngine:
     ro = cfg.rollout
     weights = cfg.run_dir / "served"
     if ro.engine in ("managed", "managed_vllm"):

@@ -50,7 +50,7 @@ class EngineError(InfrastructureError):
 class ServedEngine:
     def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, max_in_flight: int = 64,
                  weights_dir: str | None = None, weight_update: str = "auto", version: int = 0,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, owner: bool = True):
         self.url = url.rstrip("/")
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
         self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
@@ -64,11 +64,17 @@ class ServedEngine:
         self.writer = writer(weight_update, health)
         self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
         self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)
+        # data-parallel ranks share the server: the owner (rank 0) writes the weights, every rank waits for it
+        self.owner, self.world = owner, None
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
-        """The trainer's current weights to the server: the next version."""
-        self.send_weights()
+        """The trainer's current weights to the server: the next version. Under data parallelism only
+        the owner sends them; every rank waits until it has (and learns the model requests name)."""
+        if self.owner:
+            self.send_weights()
+        if self.world is not None and self.world.size > 1:
+            self.served_model = self.world.gather(self.served_model)[0]
         self.version += 1
         return self.version
 

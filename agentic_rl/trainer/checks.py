@@ -191,11 +191,12 @@ def _check_parallel(cfg: Config) -> None:
         return
     for key, blocked in (("model.lora_rank", cfg.model.lora_rank > 0), ("rl.critic.kind", cfg.rl.critic.kind != "none"),
                          ("rl.collapse.actions", "rollback" in cfg.rl.collapse.actions),
-                         ("distill.privileged", bool(cfg.distill.privileged))):
+                         ("distill.privileged", bool(cfg.distill.privileged)),
+                         ("rollout.engine", cfg.rollout.engine != "embedded")):
         if blocked:
             raise ConfigError(f"{key}: not with model.parallel: fsdp (a LoRA policy, a critic, rollback's weight "
-                              "snapshot and the privileged self-teacher are built for a whole copy on every rank: "
-                              "use model.parallel: ddp)")
+                              "snapshot, the privileged self-teacher and a served engine's weight writer are built "
+                              "for a whole copy on every rank: use model.parallel: ddp)")
 
 
 def _check_rollout(cfg: Config) -> None:

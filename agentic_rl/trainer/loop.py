@@ -35,6 +35,7 @@ from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict, with_values
 from agentic_rl.trainer.distributed import World, init_world
+from agentic_rl.trainer.distributed import world as current_world
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.rl_loop import run_rl, sync_probe
@@ -250,7 +251,7 @@ def _engine(model, tokenizer, cfg: Config, version: int, current=None):
         if current is not None:
             current.model = model
             return current
-        return served_engine(model, tokenizer, cfg, version)
+        return served_engine(model, tokenizer, cfg, version, current_world())
     # its own copy when rollouts run while the policy trains, or when the policy will be sharded
     own = cfg.rl.max_staleness > 0 or cfg.model.parallel == "fsdp"
     engine = HFEngine(model, tokenizer, cfg.model.precision, own_copy=own)

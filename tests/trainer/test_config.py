@@ -74,6 +74,7 @@ def recipe(tmp_path):
         ("", ["model.parallel=fsdp", "rl.algorithm.advantage=gae", "rl.critic.kind=value_head"],
          "rl.critic.kind: not with model.parallel: fsdp"),
         ("", ["model.parallel=fsdp", "rl.collapse.actions=[rollback]"], "rl.collapse.actions: not with model.parallel"),
+        ("", ["model.parallel=fsdp", "rollout.engine=managed"], "rollout.engine: not with model.parallel: fsdp"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
