@@ -4,9 +4,11 @@ A URL names a server the user runs (`agentic-rl serve`, or vLLM: docs/engines/vl
 starts `agentic-rl serve`, and `managed_vllm` a vLLM OpenAI server (with the flags our contract
 needs: processed logprobs, prefix caching, the development-mode weight endpoints, runtime LoRA for
 `rollout.weight_update: vllm_lora`), as a child process on a free local port with the policy's
-current weights; the run waits until it answers `/health` and stops it when the run ends
-(`close_engine`), so the user's one command still does everything. Either way the trainer's
-weights are sent to the server before the first rollout, so sampler and trainer start equal.
+current weights; the run waits until it answers `/health` and samples a first token, and stops it
+when the run ends (`close_engine`), so the user's one command still does everything. The server
+lives no longer than its trainer, even a SIGKILLed one (`start_server`). Either way the trainer's
+weights are sent to the server before the first rollout, so sampler and trainer start equal; under
+data parallelism rank 0 owns the server and the other ranks share it (`served_engine`).
 """
 
 from __future__ import annotations
