@@ -43,8 +43,9 @@ def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> Served
         return engine
     url = world.gather(engine.url if engine is not None else None)[0]  # every rank waits for rank 0's server
     if engine is None:
-        engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine_timeout_s, weight_update=cfg.rollout.weight_update,
-                              version=version, dtype=_dtype(cfg.model.precision), owner=False)
+        engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine_timeout_s, weights_dir=str(cfg.run_dir / "served"),
+                              weight_update=cfg.rollout.weight_update, version=version,
+                              dtype=_dtype(cfg.model.precision), owner=False)  # it never writes there
     engine.world = world
     return engine
 
@@ -177,7 +178,8 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 def _die_with_parent(parent: int) -> None:
     """In the child, before it runs the server: SIGTERM when the parent dies (the parent may already
-    have: then exit at once)."""
+    have: then exit at once). Linux sends it when the thread that started the child ends: `train()`
+    runs on the thread it was called from, which outlives the run."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
