@@ -78,12 +78,12 @@ def test_the_tiny_recipe_under_two_processes_starts_one_managed_server(tmp_path)
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "agentic_rl.cli",
            "train", "recipes/tiny.yaml", "--set", "rollout.engine=managed", "--set", "eval.baselines=false",
-           "--set", "eval.tasks_per_split=2", "--set", "sft.examples=4", "--set", f"output_dir={out}"]
+           "--set", "eval.tasks_per_split=2", "--set", "sft.examples=4", "--set", "model.memory_check=false", "--set", f"output_dir={out}"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = (out / "served" / "server.log").read_text()
-    assert log.count("Uvicorn running on") == 1 or log.count("Application startup complete") == 1, log[-2000:]
+    assert log.count("Loading weights: 100%") == 1, log[-2000:]  # each server start loads the checkpoint once
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r.get("stage") == "rl" and "weight_version" in r]
     assert [r["step"] for r in rl] == [1, 2] and all(r["groups_sampled"] == 2 for r in rl)
