@@ -55,6 +55,7 @@ class ServedEngine:
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
         self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="agentic-rl-weights-"))
+        self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)
         health = self._get("/health")  # ours says its version and dtype; vLLM's answers an empty 200
         self.version = version  # the trainer's: the weights' version the server samples from
         # what the server computes in (the probe's tolerance follows it): what it says, else what the
@@ -63,7 +64,6 @@ class ServedEngine:
         self.dtype = said if isinstance(said, torch.dtype) else dtype or torch.bfloat16
         self.writer = writer(weight_update, health)
         self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
-        self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)
         # data-parallel ranks share the server: the owner (rank 0) writes the weights, every rank waits for it
         self.owner, self.world = owner, None
 
