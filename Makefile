@@ -31,7 +31,7 @@ test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
 lint: install
-	$(BIN)/ruff check agentic_rl tests benchmarks
+	$(BIN)/ruff check agentic_rl tests benchmarks examples
 
 # TRL's own venv (pinned to the reference run's versions) is created on the first run.
 bench: install
