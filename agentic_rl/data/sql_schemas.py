@@ -52,42 +52,38 @@ def _person(noun, singular, tables, text=("city", "town", "home_city"), number=(
     return Entity(noun, singular, tables, text, "city", tuple(CITIES), number, word, rng, "person")
 
 
-def _thing(noun, singular, tables, text, text_word, values, number, word, rng, names) -> Entity:
-    return Entity(noun, singular, tables, text, text_word, values, number, word, rng, names)
-
-
 DOMAINS = {
     "shop": Domain("shop", _person("customers", "customer", ("customers", "clients", "buyers")),
-                   _thing("products", "product", ("products", "items", "goods"), ("category", "kind", "section"),
+                   Entity("products", "product", ("products", "items", "goods"), ("category", "kind", "section"),
                           "category", ("toys", "books", "garden", "kitchen", "sports"), ("price", "unit_price"),
                           "price", (2, 400), "lamp|kettle|puzzle|novel|rake|ball|mug|kite|atlas|hose|pan|racket"),
                    ("orders", "purchases", "sales"), "orders", "ordered", ("quantity", "qty", "units"), "quantity"),
     "library": Domain("library", _person("members", "member", ("members", "patrons", "readers")),
-                      _thing("books", "book", ("books", "titles", "volumes"), ("genre", "subject", "shelf"), "genre",
+                      Entity("books", "book", ("books", "titles", "volumes"), ("genre", "subject", "shelf"), "genre",
                              ("mystery", "history", "poetry", "science", "travel"), ("pages", "page_count"), "page count",
                              (80, 900), "Dawn|Echoes|Harbor|Ember|Atlas|Rivers|Signals|Orchard|Lanterns|Tides"),
                       ("loans", "borrowings", "checkouts"), "loans", "borrowed", ("days", "loan_days", "duration"),
                       "number of days"),
     "school": Domain("school", _person("students", "student", ("students", "pupils", "learners"), number=("age",),
                                        rng=(11, 19)),
-                     _thing("courses", "course", ("courses", "classes", "subjects"), ("department", "dept", "faculty"),
+                     Entity("courses", "course", ("courses", "classes", "subjects"), ("department", "dept", "faculty"),
                             "department", ("math", "art", "biology", "music", "languages"), ("credits", "credit_hours"),
                             "credits", (1, 8), "Algebra|Drawing|Cells|Choir|Spanish|Geometry|Painting|Botany|Jazz"),
                      ("enrollments", "registrations", "signups"), "enrollments", "enrolled in",
                      ("score", "grade", "mark"), "score"),
     "clinic": Domain("clinic", _person("patients", "patient", ("patients", "clients", "cared_for")),
-                     _thing("doctors", "doctor", ("doctors", "physicians", "staff"), ("specialty", "field", "ward"),
+                     Entity("doctors", "doctor", ("doctors", "physicians", "staff"), ("specialty", "field", "ward"),
                             "specialty", ("cardiology", "pediatrics", "surgery", "dermatology", "oncology"),
                             ("experience", "years_practice"), "years of experience", (1, 40), "person"),
                      ("visits", "appointments", "consultations"), "visits", "visited", ("fee", "cost", "charge"), "fee"),
     "travel": Domain("travel", _person("passengers", "passenger", ("passengers", "travelers", "flyers")),
-                     _thing("flights", "flight", ("flights", "routes", "services"), ("destination", "dest", "arrival_city"),
+                     Entity("flights", "flight", ("flights", "routes", "services"), ("destination", "dest", "arrival_city"),
                             "destination", ("Lisbon", "Oslo", "Cairo", "Lima", "Seoul"), ("distance", "distance_km"),
                             "distance", (300, 9000), "FL101|FL202|FL303|FL404|FL505|FL606|FL707|FL808|FL909"),
                      ("bookings", "reservations", "tickets"), "bookings", "booked", ("seats", "seat_count"), "seats"),
     "league": Domain("league", _person("players", "player", ("players", "athletes", "members"), number=("age",),
                                        rng=(17, 38)),
-                     _thing("matches", "match", ("matches", "games", "fixtures"), ("venue", "stadium", "ground"), "venue",
+                     Entity("matches", "match", ("matches", "games", "fixtures"), ("venue", "stadium", "ground"), "venue",
                             ("North Park", "Riverside", "Old Mill", "Hilltop", "Bay Arena"), ("attendance", "crowd"),
                             "attendance", (500, 40000), "Cup|Derby|Final|Opener|Classic|Shield|Trophy|Showdown"),
                      ("appearances", "lineups", "selections"), "appearances", "played in", ("goals", "goals_scored"),
