@@ -202,7 +202,9 @@ def weights_checksum(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dty
     crc = 0
     for name, t in sorted(named, key=lambda item: item[0]):
         crc = zlib.crc32(name.encode(), crc)
-        crc = zlib.crc32(t.detach().to(dtype).cpu().contiguous().view(torch.uint8).numpy(), crc)
+        # a copy: a tensor whose storage numpy has seen can never be resized, and FSDP2 frees the
+        # storage of its unsharded parameters by resizing it
+        crc = zlib.crc32(t.detach().to(dtype=dtype, device="cpu", copy=True).contiguous().view(torch.uint8).numpy(), crc)
     return f"{crc:08x}"
 
 
