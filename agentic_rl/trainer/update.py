@@ -39,7 +39,7 @@ from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_row
 from agentic_rl.trainer.config import OptimConfig
 from agentic_rl.trainer.credit import Credit
 from agentic_rl.trainer.distributed import DataParallel
-from agentic_rl.trainer.loss_terms import DistillTerm, Loss, MicroBatch
+from agentic_rl.trainer.loss_terms import Loss, LossTerm, MicroBatch
 from agentic_rl.trainer.stats import UpdateStats
 from agentic_rl.types import RolloutBatch, Trajectory, TrajectoryGroup
 
@@ -98,8 +98,8 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     the whole batch, each trains its share of every minibatch."""
     start = time.perf_counter()
     parallel = parallel or DataParallel(model)
-    if batch.corrections and loss.hindsight is None:
-        raise ValueError("hindsight corrections to train on, but no hindsight term (hindsight.coef is 0)")
+    if batch.corrections and not loss.on("corrections"):
+        raise ValueError("hindsight corrections to train on, but no term trains them (hindsight.coef is 0)")
     work = [w for w in group_work(batch) if loss.regularized or any(bool(a.any()) for a in w.advantages)]
     stats = UpdateStats()
     modules = [m for m in (model, critic) if m is not None]
@@ -119,8 +119,7 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     for m in modules:
         m.eval()
     stats = _over_ranks(parallel, stats)
-    out = stats.metrics(critic is not None, any(isinstance(t, DistillTerm) for t in loss.terms),
-                        bool(batch.corrections))
+    out = stats.metrics(critic is not None, loss.teachers is not None, bool(batch.corrections))
     out.update(groups_trained=len(work), time_train_s=time.perf_counter() - start)
     return out
 
@@ -162,7 +161,7 @@ def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork]
               for micro, rows in zip(micros, micro_rows)]
     if fixes:
         fix_norm = max(float(sum(sum(t.loss_mask()) for t in corrections)), 1.0)
-        passes.append(partial(_hindsight_loss, parallel, fixes, loss, pad_id, fix_norm, shared))
+        passes.append(partial(_corrections_loss, parallel, fixes, loss, pad_id, fix_norm, shared))
     for pass_stats in parallel.backward(passes, extra=_outside(critic, model)):
         stats.add(pass_stats)
     if shared is not None:  # after every backward that read the prompt's cache
@@ -186,24 +185,32 @@ def _micro_loss(parallel: DataParallel, micro: Sequence[GroupWork], rows: Sequen
     if loss.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
         mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows], device=mask.device))
     with autocast(loss.precision, mask.device):
-        out = parallel.forward(batch, temperature=loss.temperature, shared=shared, **loss.forward_needs())
+        out = parallel.forward(batch, shared=shared, **loss.forward_keywords("sampled"))
     proximal = (out.logprobs.detach() if step.on_policy
                 else batch_layout([p for w in micro for p in w.proximal], batch) * batch.loss_mask)
     c = loss.correction
     weights = correct(c.mode, proximal, batch.sampler_logprobs, mask, c.threshold, c.geo_band, loss.sequence_level)
     critic = micro[0].returns is not None
-    mb = MicroBatch(rows, batch, mask, proximal, weights.weights_BT, micro[0].group.task,
-                    batch_layout([r for w in micro for r in w.returns], batch) if critic else None,
-                    batch_layout([v for w in micro for v in w.values], batch) if critic else None)
+    mb = MicroBatch(rows=rows, batch=batch, mask=mask, proximal=proximal, weights=weights.weights_BT,
+                    task=micro[0].group.task,
+                    returns=batch_layout([r for w in micro for r in w.returns], batch) if critic else None,
+                    old_values=batch_layout([v for w in micro for v in w.values], batch) if critic else None)
     stats = _token_stats(out, mb)
     if step.first_epoch:
         stats.add(_correction_stats(mb, weights))
-    total = None
-    for term in loss.terms:
+    total, term_stats = _sum_terms(loss.on("sampled"), out, mb, norm)
+    stats.add(term_stats)
+    return total, stats
+
+
+def _sum_terms(terms: Sequence[LossTerm], out, mb: MicroBatch, norm: float) -> tuple[torch.Tensor, UpdateStats]:
+    """The terms' sum on the micro-batch (0 without a term), and their statistics with it as `loss`."""
+    stats, total = UpdateStats(), None
+    for term in terms:
         value, term_stats = term(out, mb, norm)
         total = value if total is None else total + value
         stats.add(term_stats)
-    total = total if total is not None else torch.zeros((), device=mask.device)
+    total = total if total is not None else torch.zeros((), device=mb.mask.device)
     stats.loss = float(total.detach())
     return total, stats
 
@@ -236,14 +243,15 @@ def _correction_stats(mb: MicroBatch, c: Correction) -> UpdateStats:
                        corrected_rows=rows)
 
 
-def _hindsight_loss(parallel: DataParallel, corrections: Sequence[Trajectory], loss: Loss, pad_id: int, norm: float,
-                    shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
-    """The hindsight term on (this rank's share of) the corrections, normalized by every
-    correction's tokens; its gradient joins the RL loss's."""
+def _corrections_loss(parallel: DataParallel, corrections: Sequence[Trajectory], loss: Loss, pad_id: int,
+                      norm: float, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+    """The terms on (this rank's share of) the hindsight corrections, normalized by every
+    correction's tokens; their gradient joins the RL loss's."""
     batch = make_batch(corrections, pad_id).to(device_of(parallel.model))
     with autocast(loss.precision, batch.input_ids.device):
-        out = parallel.forward(batch, shared=shared)
-    return loss.hindsight(out, batch, norm)
+        out = parallel.forward(batch, shared=shared, **loss.forward_keywords("corrections"))
+    return _sum_terms(loss.on("corrections"), out, MicroBatch(rows=corrections, batch=batch, mask=batch.loss_mask),
+                      norm)
 
 
 def _outside(critic, model) -> list[torch.nn.Parameter]:
@@ -268,8 +276,8 @@ def _over_ranks(parallel: DataParallel, stats: UpdateStats) -> UpdateStats:
 
 def _route(loss: Loss):
     """task -> the teachers it is routed to (micro-batches never mix routes), or None."""
-    distill = next((t for t in loss.terms if isinstance(t, DistillTerm)), None)
-    return (lambda task: tuple(distill.teachers.chosen(task))) if distill is not None else None
+    teachers = loss.teachers
+    return (lambda task: tuple(teachers.chosen(task))) if teachers is not None else None
 
 
 def micro_batches(work: Sequence[GroupWork], max_rows: int, route=None) -> list[list[GroupWork]]:

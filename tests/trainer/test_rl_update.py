@@ -332,7 +332,8 @@ def test_a_second_epoch_clips_against_the_trainer_before_the_update(tiny, tokeni
         seen.append(x)
         return term.loss(x)
 
-    loss = replace(loss, terms=(PolicyTerm(spy, term.aggregate, term.clip_low, term.clip_high),))
+    loss = replace(loss, terms=(PolicyTerm(loss=spy, aggregate=term.aggregate, clip_low=term.clip_low,
+                                           clip_high=term.clip_high),))
     adv = compute_advantages(groups, cfg.rl.algorithm)
     m = rl_update(tiny, torch.optim.SGD(tiny.parameters(), lr=1000), UpdateBatch(RolloutBatch(tuple(groups)), Credit(adv)),
                   loss, cfg.rl.optim, tokenizer.pad_token_id)
