@@ -97,7 +97,8 @@ def run_ours(steps: int, precision: str) -> dict:
         groups = score_groups(correct, groups)
         m = rollout_metrics(groups)
         batch = UpdateBatch(RolloutBatch(tuple(groups), engine.version), compute_credit(groups, cfg.rl.algorithm))
-        train_m = rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim, tokenizer.pad_token_id)
+        train_m = rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim,
+                            tokenizer.pad_token_id).metrics
         engine.sync_weights()
         wall = time.perf_counter() - t0
         per_step.append({"step": step + 1, "wall_s": round(wall, 2), "rollout_s": round(stats.seconds, 2),

@@ -91,7 +91,7 @@ def timed_update(model, weights, groups, advantages, cfg, pad_id: int, switches:
     batch = update_module.UpdateBatch(RolloutBatch(tuple(groups)), Credit(list(advantages)))
     try:
         t0 = time.perf_counter()
-        m = update_module.rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim, pad_id)
+        m = update_module.rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim, pad_id).metrics
         seconds = time.perf_counter() - t0
     finally:
         update_module.shared_prompt, update_module.split_ragged = real, real_split

@@ -213,7 +213,7 @@ def _time_update(model, cfg, groups, advantages, fixes, pad_id: int, reps: int) 
     loss, runs = build_loss(cfg, model), []
     for _ in range(reps):
         with counted(model) as fed:
-            m = rl_update(model, optim, batch, loss, cfg.rl.optim, pad_id)
+            m = rl_update(model, optim, batch, loss, cfg.rl.optim, pad_id).metrics
         runs.append({"seconds": m["time_train_s"], "trained_tokens": m["trained_tokens"],
                      "forwarded_tokens": fed["prefill"] + fed["decode"], "corrections": len(fixes),
                      "rows": sum(len(g.trajectories) for g in groups)})

@@ -22,4 +22,4 @@ def update(model, optimizer, groups: Sequence[TrajectoryGroup], cfg: Config, pad
         credit = Credit(list(credit))
     loss = build_loss(cfg, model, reference, critic, teachers)
     batch = UpdateBatch(RolloutBatch(tuple(groups)), credit, tuple(corrections))
-    return rl_update(model, optimizer, batch, loss, cfg.rl.optim, pad_id, critic)
+    return rl_update(model, optimizer, batch, loss, cfg.rl.optim, pad_id, critic).metrics

@@ -50,7 +50,7 @@ def as_policy_loss(entry) -> PolicyLoss:
 POLICY_LOSSES: Registry = Registry("policy loss")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LossInputs:
     """One micro-batch. For PPO the clip range is on the token ratio; for GSPO on the sequence ratio;
     for CISPO it bounds the importance weight (each loss's paper values are its `PolicyLoss`'s)."""

@@ -1,7 +1,7 @@
 """The echo-trap monitor (RAGEN, Wang et al. 2025): reward variance and entropy collapse *before*
 reward does, so they are watched as leading indicators.
 
-Each RL step feeds `CollapseMonitor.update(record)`. Rolling windows of reward std, the fraction of
+Each RL step feeds `CollapseMonitor.update(indicators)`, the step's typed `Indicators`. Rolling windows of reward std, the fraction of
 zero-std groups and entropy are compared with their best window so far; when one has fallen (or the
 zero-std fraction risen) by more than its tolerance while reward has not fallen yet, the monitor
 emits a `collapse_warning` event with the evidence. A collapse can also come too fast for them:
@@ -15,9 +15,22 @@ A cooldown of one window separates events.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-WATCHED = ("reward_std", "frac_zero_std_groups", "entropy")
+
+@dataclass(frozen=True, kw_only=True)
+class Indicators:
+    """One RL step's values of what the monitor watches: the three leading indicators, then reward
+    (None: the step had no episode of the policy's to measure)."""
+
+    step: int
+    reward_std: float | None
+    frac_zero_std_groups: float | None
+    entropy: float | None
+    reward_mean: float | None
+
+
+SERIES = tuple(f.name for f in fields(Indicators) if f.name != "step")  # the history's series, in order
 
 
 @dataclass
@@ -27,14 +40,15 @@ class CollapseMonitor:
     rise: float = 0.3  # the zero-std fraction this far above its best window (absolute) is collapsing
     reward_drop: float = 0.1  # reward counts as already fallen below (1 - this) x its best window
     collapse: float = 0.5  # reward below (1 - this) x its best window has collapsed: a `reward_collapse` event
-    history: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in (*WATCHED, "reward_mean")})
+    history: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in SERIES})
     cooldown: int = 0
 
-    def update(self, record: dict) -> dict | None:
+    def update(self, indicators: Indicators) -> dict | None:
         """The warning (with its evidence) when the leading indicators collapse ahead of reward."""
-        for k, series in self.history.items():
-            if isinstance(record.get(k), (int, float)):
-                series.append(float(record[k]))
+        for f in fields(indicators):
+            value = getattr(indicators, f.name)
+            if f.name in self.history and value is not None:
+                self.history[f.name].append(float(value))
         self.cooldown = max(self.cooldown - 1, 0)
         kind, evidence = "collapse_warning", self.evidence()
         if not evidence:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agentic_rl.types import TrajectoryGroup
 
@@ -78,21 +79,40 @@ def by_template(groups: Sequence[TrajectoryGroup], key: str = "template") -> dic
     return {f"accuracy_by_{key}/{k}": statistics.fmean(v) for k, v in correct_by_kind(groups, key).items()}
 
 
+@dataclass(frozen=True, kw_only=True)
+class RewardSpread:
+    """The rewards of a step's episodes as the collapse monitor reads them."""
+
+    mean: float
+    std: float  # over every episode (the population's)
+    frac_zero_std_groups: float  # groups whose episodes all have one reward (no GRPO signal)
+
+
+def reward_spread(groups: Sequence[TrajectoryGroup]) -> RewardSpread | None:
+    """The spread of the groups' rewards (those that hold an episode); None without an episode."""
+    groups = with_episodes(groups)
+    rewards = [t.reward for g in groups for t in g.trajectories]
+    if not rewards:
+        return None
+    return RewardSpread(mean=statistics.fmean(rewards), std=statistics.pstdev(rewards),
+                        frac_zero_std_groups=statistics.fmean(len(set(g.rewards)) <= 1 for g in groups))
+
+
 def rollout_metrics(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     """Step metrics of the groups (those that hold an episode)."""
     groups = with_episodes(groups)
     trajs = [t for g in groups for t in g.trajectories]
-    if not trajs:
+    spread = reward_spread(groups)
+    if spread is None:
         return {}
-    rewards = [t.reward for t in trajs]
     calls = sum(t.num_tool_calls for t in trajs)
     errors = sum(t.num_tool_errors for t in trajs)
     return {**reward_components(trajs), **capabilities(groups), **tool_counts(trajs), **by_template(groups),
-        "reward_mean": statistics.fmean(rewards),
-        "reward_std": statistics.pstdev(rewards),
+        "reward_mean": spread.mean,
+        "reward_std": spread.std,
         "accuracy": statistics.fmean(t.reward_details.get("correct", 0.0) for t in trajs),
         "format_rate": statistics.fmean(t.reward_details.get("format", 0.0) for t in trajs),
-        "frac_zero_std_groups": statistics.fmean(len(set(g.rewards)) <= 1 for g in groups),
+        "frac_zero_std_groups": spread.frac_zero_std_groups,
         "tokens_generated": sum(t.num_generated for t in trajs),
         "response_tokens_mean": statistics.fmean(t.num_generated for t in trajs),
         "turns_per_episode": statistics.fmean(len(t.turns) for t in trajs),

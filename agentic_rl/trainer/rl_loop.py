@@ -189,7 +189,7 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
     remedy restored go to the sampler at once (the Ray workers too), so the next rollout samples the
     policy that trains."""
     actions = run.cfg.rl.collapse.actions
-    warning = monitor.update(record.row())
+    warning = monitor.update(record.indicators())
     if warning is None:
         if "rollback" in actions:
             remedies.mark_healthy()
@@ -206,17 +206,17 @@ def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run
 def _count_bad_step(progress: Progress, record: StepRecord, max_bad_steps: int, logger: MetricsLogger) -> None:
     """A step whose update was skipped for a non-finite loss or gradient is an event; too many in a
     row stop the run with the evidence (the weights are still the last finite ones)."""
-    update = record.update
-    if not update.get("nonfinite_minibatches"):
+    health = record.health
+    if not health.nonfinite_minibatches:
         progress.bad_steps = 0
         return
     progress.bad_steps += 1
     logger.log({"step": record.step, "stage": "event", "event": "nonfinite_update_skipped",
-                "consecutive": progress.bad_steps, "loss": update.get("loss"), "grad_norm": update.get("grad_norm")})
+                "consecutive": progress.bad_steps, "loss": health.loss, "grad_norm": health.grad_norm})
     if progress.bad_steps >= max_bad_steps:
         raise TrainingDiverged(f"{progress.bad_steps} consecutive RL steps had a non-finite loss or gradient "
-                               f"(last at step {record.step}: loss={update.get('loss')}, "
-                               f"grad_norm={update.get('grad_norm')}); the run stops (rl.max_bad_steps). "
+                               f"(last at step {record.step}: loss={health.loss}, "
+                               f"grad_norm={health.grad_norm}); the run stops (rl.max_bad_steps). "
                                "Try a lower rl.optim.lr or model.precision: fp32.")
 
 

@@ -24,7 +24,7 @@ from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.memory import peak_rss_gb, rss_gb
 from agentic_rl.monitor.logger import MetricsLogger
-from agentic_rl.monitor.metrics import rollout_metrics
+from agentic_rl.monitor.metrics import reward_spread, rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
 from agentic_rl.rollout.backends import Episodes, Rollouts
 from agentic_rl.rollout.hindsight import (
@@ -113,13 +113,13 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
                            None, step)
     # 6. update
     batch = UpdateBatch(RolloutBatch(tuple(groups), version), credit, fixes.corrections if fixes else ())
-    update_row = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
-                           run.scorer.critic, run.parallel)
+    update = rl_update(run.model, run.optimizer, batch, run.loss, rl.optim, run.tokenizer.pad_token_id,
+                       run.scorer.critic, run.parallel)
     # 7. the sampler gets the new weights, checked by the probe
     t_sync = time.perf_counter()
     run.producer.before_sync(step)  # the batches the old weights may still sample are done
     version, gap = sync_samplers(run)
-    update_row = {**update_row, "time_sync_s": time.perf_counter() - t_sync}
+    update_row = {**update.metrics, "time_sync_s": time.perf_counter() - t_sync}
     if gap is not None:
         update_row["sync_probe_gap"] = gap
     # 8. log
@@ -128,9 +128,11 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     if run.parallel.world.main:
         write_trajectories(cfg.run_dir / "trajectories" / "rl.jsonl", trajs[:k], run.tokenizer,
                            credit.advantages[:k], step)
-    record = StepRecord(step, rollout_row, update_row, produced.sampler_metrics, version,
-                        run.optimizer.param_groups[0]["lr"], stats, time.perf_counter() - t0,
-                        len(sampled), len(groups), peak_rss_gb(), rss_gb())
+    record = StepRecord(step=step, rollout=rollout_row, update=update_row, sampler=produced.sampler_metrics,
+                        weight_version=version, lr=run.optimizer.param_groups[0]["lr"], rollout_stats=stats,
+                        seconds=time.perf_counter() - t0, groups_sampled=len(sampled), groups_kept=len(groups),
+                        peak_rss_gb=peak_rss_gb(), rss_gb=rss_gb(), rewards=reward_spread(scored(sampled)),
+                        health=update.health)
     run.logger.log(record.row())
     return record
 

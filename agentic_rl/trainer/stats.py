@@ -1,14 +1,28 @@
 """The update's statistics: one small dataclass that adds, and the step's metrics row it becomes.
 
 Every micro-batch (and every loss term) returns an `UpdateStats` of sums over its trained tokens;
-the update adds them up; `metrics()` turns the sums into per-token and per-optimizer-step means.
+the update adds them up; `metrics()` turns the sums into per-token and per-optimizer-step means, and
+`health()` into the typed values the RL loop decides on (`UpdateHealth`, in the step's `StepRecord`
+beside the sampled rewards' spread).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from agentic_rl.monitor.collapse import Indicators
+from agentic_rl.monitor.metrics import RewardSpread
 from agentic_rl.rollout.loop import RolloutStats
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateHealth:
+    """What the RL loop decides on of an update (the collapse monitor, the non-finite-update count)."""
+
+    loss: float  # the objective optimized, a mean over optimizer steps
+    grad_norm: float  # a mean over optimizer steps
+    entropy: float  # per trained token (0 when no token was trained)
+    nonfinite_minibatches: int  # optimizer steps skipped for a non-finite gradient
 
 
 @dataclass
@@ -56,20 +70,27 @@ class UpdateStats:
             else:
                 setattr(self, f.name, mine + theirs)
 
+    def health(self) -> UpdateHealth:
+        steps = max(len(self.grad_norms), 1)
+        return UpdateHealth(loss=self.loss / steps, grad_norm=sum(self.grad_norms) / steps,
+                            entropy=self.entropy / max(self.tokens, 1.0),
+                            nonfinite_minibatches=self.nonfinite_minibatches)
+
     def metrics(self, critic: bool, distill: bool, hindsight: bool) -> dict[str, float]:
         """Per-token means over trained tokens, per-step means over optimizer steps."""
         n = max(self.tokens, 1.0)
         steps = max(len(self.grad_norms), 1)
+        health = self.health()
         out = {
-            "loss": self.loss / steps,
-            "entropy": self.entropy / n,
+            "loss": health.loss,
+            "entropy": health.entropy,
             "kl": self.kl / n,
             **({"opd_kl": self.opd_kl / n} if distill else {}),
             **({"hindsight_nll": self.hindsight_nll} if hindsight else {}),
             "clip_frac": (self.clip_low + self.clip_high) / n,
             "clip_frac_low": self.clip_low / n,
             "clip_frac_high": self.clip_high / n,
-            "grad_norm": sum(self.grad_norms) / steps,
+            "grad_norm": health.grad_norm,
             "optimizer_steps": len(self.grad_norms) - self.nonfinite_minibatches,
             "nonfinite_minibatches": self.nonfinite_minibatches,
             "trained_tokens": self.tokens,
@@ -96,9 +117,10 @@ class UpdateStats:
                 "correction_masked_seq_frac": self.corrected_masked_rows / rows}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepRecord:
-    """One RL step as `metrics.jsonl` holds it (`row()`)."""
+    """One RL step as `metrics.jsonl` holds it (`row()`), and the typed values the loop decides on
+    (`rewards`, `health`: never read back from the rows)."""
 
     step: int
     rollout: dict[str, float]  # rollout_metrics of every group sampled (+ hindsight counts)
@@ -112,6 +134,15 @@ class StepRecord:
     groups_kept: int
     peak_rss_gb: float
     rss_gb: float  # resident memory at the step's end (the peak only grows; this shows what stays)
+    rewards: RewardSpread | None  # of the episodes the policy did; None: the machine failed every one
+    health: UpdateHealth
+
+    def indicators(self) -> Indicators:
+        """What the collapse monitor watches of this step."""
+        r = self.rewards
+        return Indicators(step=self.step, reward_std=r.std if r else None,
+                          frac_zero_std_groups=r.frac_zero_std_groups if r else None,
+                          entropy=self.health.entropy, reward_mean=r.mean if r else None)
 
     def row(self) -> dict:
         return {"step": self.step, "stage": "rl", **self.rollout, **self.update, **self.sampler,

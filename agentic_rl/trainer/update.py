@@ -40,7 +40,7 @@ from agentic_rl.trainer.config import OptimConfig
 from agentic_rl.trainer.credit import Credit
 from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.loss_terms import Loss, LossTerm, MicroBatch
-from agentic_rl.trainer.stats import UpdateStats
+from agentic_rl.trainer.stats import UpdateHealth, UpdateStats
 from agentic_rl.types import RolloutBatch, Trajectory, TrajectoryGroup
 
 
@@ -51,6 +51,15 @@ class UpdateBatch:
     rollout: RolloutBatch
     credit: Credit
     corrections: Sequence[Trajectory] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateResult:
+    """An update's metrics row (`UpdateStats.metrics()` + groups_trained, time_train_s) and the typed
+    values the RL loop decides on."""
+
+    metrics: dict[str, float]
+    health: UpdateHealth
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,7 @@ def _without_infra_failures(w: GroupWork) -> GroupWork:
 
 
 def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConfig, pad_id: int,
-              critic=None, parallel: DataParallel | None = None) -> dict[str, float]:
+              critic=None, parallel: DataParallel | None = None) -> UpdateResult:
     """`optim.epochs` passes of `optim.minibatches` optimizer steps over the groups. Hindsight
     corrections join the first optimizer step (a step of their own when no group has signal).
     `critic`: a critic module trained by the value term, put in training mode for the update.
@@ -121,7 +130,7 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     stats = _over_ranks(parallel, stats)
     out = stats.metrics(critic is not None, loss.teachers is not None, bool(batch.corrections))
     out.update(groups_trained=len(work), time_train_s=time.perf_counter() - start)
-    return out
+    return UpdateResult(metrics=out, health=stats.health())
 
 
 @dataclass(frozen=True)

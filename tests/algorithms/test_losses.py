@@ -16,7 +16,9 @@ def test_ppo_clip_hand_computed():
     # token 2: ratio e^0.5 = 1.64872, A=+1 -> min(1.649, 1.2) = 1.2: loss = -1.2 (clipped high)
     # token 3: ratio e^-0.5 = 0.60653, A=-1 -> min(-0.607, -0.8) = -0.8: loss = +0.8 (clipped low)
     logp = torch.tensor([[0.1, 0.5, -0.5]])
-    out = ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), torch.tensor([[1.0, 1.0, -1.0]]), torch.ones(1, 3), 0.2, 0.2))
+    out = ppo_clip_loss(LossInputs(logprobs_BT=logp, old_logprobs_BT=torch.zeros(1, 3),
+                                   advantages_BT=torch.tensor([[1.0, 1.0, -1.0]]), loss_mask_BT=torch.ones(1, 3),
+                                   clip_low=0.2, clip_high=0.2))
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-math.exp(0.1), -1.2, 0.8]]), atol=1e-5, rtol=0)
     assert out.metrics["clip_high_tokens"] == 1 and out.metrics["clip_low_tokens"] == 1
     # ratio stats over the 3 tokens
@@ -29,8 +31,9 @@ def test_ppo_clip_hand_computed():
 def test_clip_higher_is_decoupled():
     # DAPO clip-higher: eps_low 0.2, eps_high 0.28. ratio e^0.2 = 1.2214 with A = +1 is inside
     # [0.8, 1.28] -> unclipped, loss -1.2214; ratio e^-0.25 = 0.7788 with A = -1 is below 0.8 -> +0.8
-    out = ppo_clip_loss(LossInputs(torch.tensor([[0.2, -0.25]]), torch.zeros(1, 2), torch.tensor([[1.0, -1.0]]),
-                                   torch.ones(1, 2), clip_low=0.2, clip_high=0.28))
+    out = ppo_clip_loss(LossInputs(logprobs_BT=torch.tensor([[0.2, -0.25]]), old_logprobs_BT=torch.zeros(1, 2),
+                                   advantages_BT=torch.tensor([[1.0, -1.0]]), loss_mask_BT=torch.ones(1, 2),
+                                   clip_low=0.2, clip_high=0.28))
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-math.exp(0.2), 0.8]]), atol=1e-5, rtol=0)
 
 
@@ -39,11 +42,13 @@ def test_dual_clip_caps_negative_advantage_loss():
     # -c A = 6. A = -2, ratio e^0.5 = 1.6487: loss 3.297 < 6, unchanged. A = +1 is never dual-clipped.
     logp = torch.tensor([[2.0, 0.5, 2.0]])
     adv = torch.tensor([[-2.0, -2.0, 1.0]])
-    out = ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), adv, torch.ones(1, 3), 0.2, 0.2, dual_clip=3.0))
+    out = ppo_clip_loss(LossInputs(logprobs_BT=logp, old_logprobs_BT=torch.zeros(1, 3), advantages_BT=adv,
+                                   loss_mask_BT=torch.ones(1, 3), clip_low=0.2, clip_high=0.2, dual_clip=3.0))
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[6.0, 2 * math.exp(0.5), -1.2]]), atol=1e-5, rtol=0)
     assert out.metrics["clip_dual_tokens"] == 1
     with pytest.raises(ValueError, match="dual_clip"):
-        ppo_clip_loss(LossInputs(logp, torch.zeros(1, 3), adv, torch.ones(1, 3), 0.2, 0.2, dual_clip=1.0))
+        ppo_clip_loss(LossInputs(logprobs_BT=logp, old_logprobs_BT=torch.zeros(1, 3), advantages_BT=adv,
+                                 loss_mask_BT=torch.ones(1, 3), clip_low=0.2, clip_high=0.2, dual_clip=1.0))
 
 
 def test_gspo_sequence_ratio_and_sequence_clipping():
@@ -53,7 +58,8 @@ def test_gspo_sequence_ratio_and_sequence_clipping():
     logp = torch.tensor([[0.1, 5.0, 0.3], [-0.1, 0.1, 0.0]], requires_grad=True)
     mask = torch.tensor([[1, 0, 1], [1, 1, 0.0]])
     adv = torch.tensor([[1.0, 0, 1.0], [-1.0, -1.0, 0]])
-    out = gspo_loss(LossInputs(logp, torch.zeros(2, 3), adv, mask, 0.2, 0.2))
+    out = gspo_loss(LossInputs(logprobs_BT=logp, old_logprobs_BT=torch.zeros(2, 3), advantages_BT=adv, loss_mask_BT=mask,
+                               clip_low=0.2, clip_high=0.2))
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[-1.2, 0, -1.2], [1.0, 1.0, 0]]), atol=1e-5, rtol=0)
     assert out.metrics["clip_high_tokens"] == 2  # both tokens of the clipped sequence
     # gradient: clipped row 0 has none; row 1: d(-s_it A)/d logp_t = -A s = +1 per token
@@ -67,7 +73,8 @@ def test_cispo_clipped_weight_keeps_every_token_in_the_gradient():
     # ratio e^-0.1 = 0.9048 inside [0.8, 1.28]: weight 0.9048; A = -1, logp = -1.1: loss = -0.9048 * 1.1 * 1
     logp = torch.tensor([[-0.5, -1.1]], requires_grad=True)
     old = torch.tensor([[-1.0, -1.0]])
-    out = cispo_loss(LossInputs(logp, old, torch.tensor([[2.0, -1.0]]), torch.ones(1, 2), 0.2, 0.28))
+    out = cispo_loss(LossInputs(logprobs_BT=logp, old_logprobs_BT=old, advantages_BT=torch.tensor([[2.0, -1.0]]),
+                                loss_mask_BT=torch.ones(1, 2), clip_low=0.2, clip_high=0.28))
     w = math.exp(-0.1)
     torch.testing.assert_close(out.per_token_loss_BT, torch.tensor([[1.28, -w * 1.1]]), atol=1e-5, rtol=0)
     (grad,) = torch.autograd.grad(out.per_token_loss_BT.sum(), logp)

@@ -85,7 +85,8 @@ def loss_and_grad(case: Case, adv_BT, loss: str, agg: str, rows=None, norm=None)
     rows = slice(None) if rows is None else rows
     norm = AGGREGATIONS.get(agg).normalizer(mask.sum(1), MAX_LEN) if norm is None else norm
     logp = case.logp_BT.clone().requires_grad_()
-    x = LossInputs(logp[rows], case.old_BT[rows], adv_BT[rows], mask[rows], *case.clip)
+    x = LossInputs(logprobs_BT=logp[rows], old_logprobs_BT=case.old_BT[rows], advantages_BT=adv_BT[rows],
+                   loss_mask_BT=mask[rows], clip_low=case.clip[0], clip_high=case.clip[1])
     out = POLICY_LOSSES.get(loss)(x)
     value = AGGREGATIONS.get(agg)(out.per_token_loss_BT, mask[rows], norm)
     (grad,) = torch.autograd.grad(value, logp, allow_unused=True)

@@ -4,10 +4,13 @@ remedies the recipe names are logged as events."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
-from agentic_rl.monitor.collapse import CollapseMonitor
+from agentic_rl.monitor.collapse import CollapseMonitor, Indicators
+from agentic_rl.monitor.metrics import RewardSpread
 from agentic_rl.trainer.config import load_config
 
 
@@ -17,13 +20,13 @@ def _collapsing_run(steps: int = 20):
     for s in range(1, steps + 1):
         decay = max(0, s - 6) / 8  # 0 until step 6, 1 at step 14
         reward = 0.6 if s < 14 else 0.6 - 0.05 * (s - 13)
-        yield {"step": s, "reward_mean": reward, "reward_std": 0.4 * (1 - 0.9 * min(decay, 1)),
-               "entropy": 0.8 * (1 - 0.8 * min(decay, 1)), "frac_zero_std_groups": 0.1 + 0.8 * min(decay, 1)}
+        yield Indicators(step=s, reward_mean=reward, reward_std=0.4 * (1 - 0.9 * min(decay, 1)),
+                         entropy=0.8 * (1 - 0.8 * min(decay, 1)), frac_zero_std_groups=0.1 + 0.8 * min(decay, 1))
 
 
 def test_warning_fires_before_reward_falls():
     monitor = CollapseMonitor(window=3)
-    fired = [r["step"] for r in _collapsing_run() if monitor.update(r)]
+    fired = [r.step for r in _collapsing_run() if monitor.update(r)]
     assert fired and fired[0] < 14  # ahead of the reward drop
     first = CollapseMonitor(window=3)
     evidence = next(w for r in _collapsing_run() if (w := first.update(r)))["evidence"]
@@ -39,16 +42,35 @@ def test_a_reward_that_falls_too_fast_for_the_leading_indicators_is_a_reward_col
     monitor = CollapseMonitor(window=3)
     rewards = [0.42, 0.23, 0.25, 0.13, 0.02, 0.02, 0.0, 0.0]
     events = [(s, e) for s, r in enumerate(rewards, 1)
-              if (e := monitor.update({"reward_mean": r, "reward_std": 0.3, "entropy": 0.2,
-                                       "frac_zero_std_groups": 0.5}))]
+              if (e := monitor.update(Indicators(step=s, reward_mean=r, reward_std=0.3, entropy=0.2,
+                                                 frac_zero_std_groups=0.5)))]
     assert [(s, e["event"]) for s, e in events] == [(6, "reward_collapse")]
     assert events[0][1]["evidence"]["reward_mean"]["best_window"] == pytest.approx(0.3)
     assert events[0][1]["evidence"]["reward_mean"]["now"] == pytest.approx(0.17 / 3)
 
 
+def test_a_step_is_watched_through_its_typed_record():
+    """`StepRecord.indicators()`: the monitor's values are the record's reward spread and update
+    health; a step whose every episode the machine failed (no spread) adds to the entropy series only."""
+    from agentic_rl.trainer.stats import StepRecord, UpdateHealth
+
+    record = StepRecord(step=3, rollout={}, update={}, sampler={}, weight_version=3, lr=1e-3,
+                        rollout_stats=SimpleNamespace(seconds=1.0, generated_tokens=1), seconds=1.0, groups_sampled=2,
+                        groups_kept=2, peak_rss_gb=1.0, rss_gb=1.0,
+                        rewards=RewardSpread(mean=0.5, std=0.2, frac_zero_std_groups=0.25),
+                        health=UpdateHealth(loss=0.1, grad_norm=1.0, entropy=0.7, nonfinite_minibatches=0))
+    assert record.indicators() == Indicators(step=3, reward_std=0.2, frac_zero_std_groups=0.25, entropy=0.7,
+                                             reward_mean=0.5)
+    monitor = CollapseMonitor()
+    for r in (record, replace(record, rewards=None)):
+        monitor.update(r.indicators())
+    assert monitor.history == {"reward_std": [0.2], "frac_zero_std_groups": [0.25], "entropy": [0.7, 0.7],
+                               "reward_mean": [0.5]}
+
+
 def test_a_healthy_run_never_warns():
     monitor = CollapseMonitor(window=3)
-    steady = ({"reward_mean": 0.5 + 0.01 * s, "reward_std": 0.4, "entropy": 0.7, "frac_zero_std_groups": 0.2}
+    steady = (Indicators(step=s, reward_mean=0.5 + 0.01 * s, reward_std=0.4, entropy=0.7, frac_zero_std_groups=0.2)
               for s in range(30))
     assert not any(monitor.update(r) for r in steady)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from agentic_rl.monitor.metrics import capabilities, rollout_metrics, tool_counts
+from agentic_rl.monitor.metrics import capabilities, reward_spread, rollout_metrics, tool_counts
 from agentic_rl.types import Task, ToolCall, Trajectory, TrajectoryGroup, Turn
 
 CALC = ToolCall("calculator", {"expression": "1+1"})
@@ -62,3 +63,15 @@ def test_accuracy_by_template_averages_each_kind_over_its_groups():
                          group(None, 1.0, 1.0)])
     assert {k: v for k, v in m.items() if k.startswith("accuracy_by_template/")} == {
         "accuracy_by_template/bake_sell": 0.75, "accuracy_by_template/share_equal": 0.0}
+
+
+def test_the_reward_spread_the_monitor_reads_is_the_rows(make_group):
+    """`reward_spread` (the collapse monitor's input) gives the metrics row its three reward figures;
+    a group whose every episode the machine failed has no figure, and no episode at all, no spread."""
+    gen = torch.Generator().manual_seed(0)
+    groups = [make_group(0, [1.0, 0.0, 1.0], gen), make_group(1, [0.5, 0.5, 0.5], gen)]
+    spread, row = reward_spread([*groups, TrajectoryGroup(Task("2", "p"), ())]), rollout_metrics(groups)
+    assert (spread.mean, spread.std, spread.frac_zero_std_groups) == (
+        row["reward_mean"], row["reward_std"], row["frac_zero_std_groups"])
+    assert spread.mean == pytest.approx(3.5 / 6) and spread.frac_zero_std_groups == 0.5
+    assert reward_spread([TrajectoryGroup(Task("2", "p"), ())]) is None

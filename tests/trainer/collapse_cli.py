@@ -14,8 +14,8 @@ from agentic_rl.monitor.collapse import CollapseMonitor
 WARN_AT = {int(s) for s in os.environ.get("AGENTIC_RL_TEST_WARN_AT", "").split(",") if s}
 
 
-def _update(self, row: dict) -> dict | None:
-    return {"event": "collapse_warning", "evidence": {}} if row["step"] in WARN_AT else None
+def _update(self, indicators) -> dict | None:
+    return {"event": "collapse_warning", "evidence": {}} if indicators.step in WARN_AT else None
 
 
 CollapseMonitor.update = _update

@@ -69,7 +69,7 @@ def _rl_delta(tokenizer, world: World, minibatches: int, groups=None, correction
                         fixes if corrections else ())
     parallel = DataParallel(model, world, strategy)  # before the optimizer: FSDP swaps the parameters
     metrics = rl_update(model, torch.optim.SGD(model.parameters(), lr=LR), batch, build_loss(cfg, model),
-                        cfg.rl.optim, PAD, parallel=parallel)
+                        cfg.rl.optim, PAD, parallel=parallel).metrics
     local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
     return {n: p - before[n] for n, p in _after(model).items()}, {**metrics, "local_numel": local}
 

@@ -65,7 +65,7 @@ def test_a_term_of_ones_own_trains_through_the_update(tokenizer, make_group):
     before = model.lm_head.weight.detach().clone()
     batch = UpdateBatch(RolloutBatch(tuple(groups)), Credit(compute_advantages(groups, cfg.rl.algorithm)))
     m = rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), batch, loss, cfg.rl.optim,
-                  tokenizer.pad_token_id)
+                  tokenizer.pad_token_id).metrics
     assert m["groups_trained"] == 1 and m["trained_tokens"] == 3 * 10
     got = model.lm_head.weight.detach() - before
     assert want.abs().max() > 0

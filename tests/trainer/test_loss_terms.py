@@ -84,3 +84,15 @@ def test_the_forward_computes_what_the_terms_of_its_rows_need(tiny):
 def test_a_term_names_rows_the_update_knows():
     with pytest.raises(ValueError, match="TermNeeds.rows: 'sample'; known: sampled, corrections"):
         TermNeeds(rows="sample")
+
+
+@pytest.mark.parametrize("record", ["LossInputs", "Loss", "MicroBatch", "StepRecord", "TermNeeds"])
+def test_the_losss_and_the_steps_records_are_frozen_and_keyword_only(record):
+    """Six tensors or eleven figures in a row are told apart by name only (`dataclass(kw_only=True)`)."""
+    import dataclasses
+
+    from agentic_rl.algorithms import losses
+    from agentic_rl.trainer import loss_terms, stats
+
+    cls = next(getattr(m, record) for m in (losses, loss_terms, stats) if hasattr(m, record))
+    assert cls.__dataclass_params__.frozen and all(f.kw_only for f in dataclasses.fields(cls))

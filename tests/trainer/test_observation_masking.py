@@ -60,7 +60,9 @@ def _grad_of_logprobs(model, group: TrajectoryGroup, loss_name: str):
     logp = out.logprobs
     logp.retain_grad()
     mask = batch.loss_mask
-    pg = POLICY_LOSSES.get(loss_name)(LossInputs(logp, logp.detach(), batch.advantages, mask, 0.2, 0.2))
+    pg = POLICY_LOSSES.get(loss_name)(LossInputs(logprobs_BT=logp, old_logprobs_BT=logp.detach(),
+                                                 advantages_BT=batch.advantages, loss_mask_BT=mask,
+                                                 clip_low=0.2, clip_high=0.2))
     agg = AGGREGATIONS.get("token-mean")
     agg(pg.per_token_loss_BT, mask, agg.normalizer(mask.sum(1), None)).backward()
     return batch, logp.grad

@@ -189,7 +189,7 @@ def test_a_rollback_discards_the_batches_ahead_and_produces_them_again(tmp_path,
     from agentic_rl.trainer.producer import Producer
 
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
-        {"event": "collapse_warning", "evidence": {}} if row["step"] == at else None))
+        {"event": "collapse_warning", "evidence": {}} if row.step == at else None))
     tasks, order, collect, synced = [], [], producer.collect, Producer.synced
 
     def recording(run, seed):

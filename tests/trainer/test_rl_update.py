@@ -336,7 +336,7 @@ def test_a_second_epoch_clips_against_the_trainer_before_the_update(tiny, tokeni
                                            clip_high=term.clip_high),))
     adv = compute_advantages(groups, cfg.rl.algorithm)
     m = rl_update(tiny, torch.optim.SGD(tiny.parameters(), lr=1000), UpdateBatch(RolloutBatch(tuple(groups)), Credit(adv)),
-                  loss, cfg.rl.optim, tokenizer.pad_token_id)
+                  loss, cfg.rl.optim, tokenizer.pad_token_id).metrics
     first, second = seen
     mask = first.loss_mask_BT.bool()
     assert torch.equal(first.logprobs_BT.detach()[mask], first.old_logprobs_BT[mask])  # ratio exactly 1

@@ -259,7 +259,7 @@ def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k,
     them with the in-process engine, so the steps after it (at k = 1 the batches produced again) sample
     what the in-process run samples, token for token."""
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
-        {"event": "collapse_warning", "evidence": {}} if row["step"] == step else None))
+        {"event": "collapse_warning", "evidence": {}} if row.step == step else None))
     over = [f"rl.steps={steps}", f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]"]
     _, want = _train(tmp_path / "in_process", "rollout.workers=0", *over)
     rows, got = _train(tmp_path / "workers", "rollout.workers=2", *over)
