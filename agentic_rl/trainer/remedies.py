@@ -1,8 +1,9 @@
 """What the trainer does when the collapse monitor warns (`rl.collapse.actions`).
 
-The monitor (`monitor/collapse.py`) only detects; these remedies act. A remedy that changes a knob
-returns a new config (the config itself never changes) and the change, which the loop logs as an
-event and keeps in the run's state so a resumed run goes on with it:
+The monitor (`monitor/collapse.py`) only detects; these remedies act. Each returns a `Remedied`: the
+config it leaves (a remedy that changes a knob returns a new one; the config itself never changes),
+the change, which the loop logs as an event and keeps in the run's state so a resumed run goes on
+with it, and whether it changed the weights:
 
   variance_filter  StarPO-S: train only on the groups with the highest reward spread (keep ratio down)
   entropy_bonus    add or raise the entropy bonus
@@ -42,52 +43,63 @@ class Remedies:
         changed the weights (the sampler then needs them: `engine.sync_weights()`)."""
         events, weights = [], False
         for name in names:
-            cfg, details = REMEDIES.get(name)(self, cfg)
-            events.append({"event": "remediation", "action": name, **details})
-            weights = weights or bool(details.get("rolled_back"))
+            done = REMEDIES.get(name)(self, cfg)
+            cfg = done.cfg
+            events.append({"event": "remediation", "action": name, **done.details})
+            weights = weights or done.weights_changed
         return cfg, events, weights
 
 
-Remedy = Callable[[Remedies, Config], "tuple[Config, dict]"]
+@dataclass(frozen=True, kw_only=True)
+class Remedied:
+    """What a remedy did: the config it leaves, its event's details, whether it changed the weights."""
+
+    cfg: Config
+    details: dict
+    weights_changed: bool = False
+
+
+Remedy = Callable[[Remedies, Config], Remedied]
 REMEDIES: Registry[Remedy] = Registry("collapse remediation")
 
 
-def _knob(cfg: Config, key: str, change: Callable[[float], float]) -> tuple[Config, dict]:
+def _knob(cfg: Config, key: str, change: Callable[[float], float]) -> Remedied:
     before = get_value(cfg, key)
     after = change(before)
-    return with_values(cfg, {key: after}), {key.rsplit(".", 1)[-1]: [before, after]}
+    return Remedied(cfg=with_values(cfg, {key: after}), details={key.rsplit(".", 1)[-1]: [before, after]})
 
 
 @REMEDIES.register("variance_filter")
-def _variance_filter(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+def _variance_filter(r: Remedies, cfg: Config) -> Remedied:
     return _knob(cfg, "rl.filters.variance_keep", lambda keep: max(0.25, keep * 0.5))
 
 
 @REMEDIES.register("entropy_bonus")
-def _entropy_bonus(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+def _entropy_bonus(r: Remedies, cfg: Config) -> Remedied:
     return _knob(cfg, "rl.algorithm.entropy_coef", lambda coef: max(coef * 2, 1e-3))
 
 
 @REMEDIES.register("clip_high")
-def _clip_high(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+def _clip_high(r: Remedies, cfg: Config) -> Remedied:
     before = policy_settings(cfg.rl.algorithm).clip_high  # the recipe's, or the policy loss's paper value
-    return with_values(cfg, {"rl.algorithm.clip_high": before + 0.08}), {"clip_high": [before, before + 0.08]}
+    return Remedied(cfg=with_values(cfg, {"rl.algorithm.clip_high": before + 0.08}),
+                    details={"clip_high": [before, before + 0.08]})
 
 
 @REMEDIES.register("lower_lr")
-def _lower_lr(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+def _lower_lr(r: Remedies, cfg: Config) -> Remedied:
     before = r.optimizer.param_groups[0]["lr"]
     for g in r.optimizer.param_groups:
         g["lr"] *= 0.5
         if "base_lr" in g:  # the scheduled base, so the next step's schedule keeps the halving
             g["base_lr"] *= 0.5
-    return cfg, {"lr": [before, r.optimizer.param_groups[0]["lr"]]}
+    return Remedied(cfg=cfg, details={"lr": [before, r.optimizer.param_groups[0]["lr"]]})
 
 
 @REMEDIES.register("rollback")
-def _rollback(r: Remedies, cfg: Config) -> tuple[Config, dict]:
+def _rollback(r: Remedies, cfg: Config) -> Remedied:
     if r.healthy is None:
-        return cfg, {"rolled_back": False}
+        return Remedied(cfg=cfg, details={"rolled_back": False})
     lrs = [(g["lr"], g.get("base_lr")) for g in r.optimizer.param_groups]  # keep what other remedies changed
     r.model.load_state_dict(r.healthy["model"])
     r.optimizer.load_state_dict(r.healthy["optimizer"])
@@ -95,4 +107,4 @@ def _rollback(r: Remedies, cfg: Config) -> tuple[Config, dict]:
         g["lr"] = lr
         if base is not None:
             g["base_lr"] = base
-    return cfg, {"rolled_back": True}
+    return Remedied(cfg=cfg, details={"rolled_back": True}, weights_changed=True)

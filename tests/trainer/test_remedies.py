@@ -36,6 +36,19 @@ def test_each_remedy_changes_the_next_step(tiny, make_group):
     assert [g.task.id for g in kept] == ["1", "3"]
 
 
+def test_a_rollback_says_whether_it_changed_the_weights(tiny):
+    """The loop syncs the sampler on `Remedied.weights_changed`: a rollback before any healthy step
+    has nothing to restore, and says so (its event too); after one, it restored the weights."""
+    from agentic_rl.trainer.remedies import REMEDIES
+
+    cfg = load_config("recipes/tiny.yaml")
+    remedies = Remedies(torch.optim.SGD(tiny.parameters(), lr=0.1), tiny)
+    nothing = REMEDIES.get("rollback")(remedies, cfg)
+    assert not nothing.weights_changed and nothing.details == {"rolled_back": False} and nothing.cfg is cfg
+    remedies.mark_healthy()
+    assert REMEDIES.get("rollback")(remedies, cfg).weights_changed
+
+
 def test_a_remedied_knob_reaches_the_loss(tiny):
     """A run whose remedy raised the entropy bonus trains with an entropy term from the next step on:
     the loss terms are rebuilt from the new config."""
