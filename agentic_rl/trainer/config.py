@@ -32,6 +32,7 @@ class ModelConfig:
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = auto: the cores other processes leave idle at the start (models/threads.py)
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
+    release_memory: bool = True  # after each RL step, malloc's free pages go back to the system (malloc_trim)
     # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,
     # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)
     parallel: str = "ddp"
@@ -281,6 +282,7 @@ class LogConfig:
     mlflow: str = ""  # a tracking URI (http://...) or a local directory (MLflow file store); "" = off
     wandb: str = ""  # a W&B project name; "" = off (WANDB_MODE=offline keeps it local)
     trajectories_per_step: int = 8  # written to trajectories/*.jsonl
+    memory_census: bool = False  # each RL step also counts live tensors and gc objects (mem_tensors ...): ~1 s
     progress: bool = True
 
 

@@ -22,7 +22,7 @@ from agentic_rl.algorithms.filters import keep_top_spread
 from agentic_rl.data.curriculum import TaskSampler
 from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.spec import EnvSpec
-from agentic_rl.models.memory import peak_rss_gb, rss_gb
+from agentic_rl.models.memory import step_memory
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import reward_spread, rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
@@ -131,8 +131,8 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     record = StepRecord(step=step, rollout=rollout_row, update=update_row, sampler=produced.sampler_metrics,
                         weight_version=version, lr=run.optimizer.param_groups[0]["lr"], rollout_stats=stats,
                         seconds=time.perf_counter() - t0, groups_sampled=len(sampled), groups_kept=len(groups),
-                        peak_rss_gb=peak_rss_gb(), rss_gb=rss_gb(), rewards=reward_spread(scored(sampled)),
-                        health=update.health)
+                        memory=step_memory(cfg.model.release_memory, cfg.log.memory_census),
+                        rewards=reward_spread(scored(sampled)), health=update.health)
     run.logger.log(record.row())
     return record
 

@@ -132,8 +132,7 @@ class StepRecord:
     seconds: float  # the whole step
     groups_sampled: int
     groups_kept: int
-    peak_rss_gb: float
-    rss_gb: float  # resident memory at the step's end (the peak only grows; this shows what stays)
+    memory: dict[str, float]  # `models/memory.step_memory` at the step's end: the peak so far, what stays resident
     rewards: RewardSpread | None  # of the episodes the policy did; None: the machine failed every one
     health: UpdateHealth
 
@@ -151,5 +150,5 @@ class StepRecord:
                 "tokens_per_s_rollout": self.rollout_stats.generated_tokens / max(self.rollout_stats.seconds, 1e-9),
                 "episodes_per_s_rollout": self.rollout_stats.episodes / max(self.rollout_stats.seconds, 1e-9),
                 "time_env_s": self.rollout_stats.env_seconds,
-                "groups_sampled": self.groups_sampled, "groups_kept": self.groups_kept,
-                "mem_peak_rss_gb": self.peak_rss_gb, "mem_rss_gb": self.rss_gb}
+                "groups_sampled": self.groups_sampled, "groups_kept": self.groups_kept, **self.memory}
+

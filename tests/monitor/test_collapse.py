@@ -56,7 +56,7 @@ def test_a_step_is_watched_through_its_typed_record():
 
     record = StepRecord(step=3, rollout={}, update={}, sampler={}, weight_version=3, lr=1e-3,
                         rollout_stats=SimpleNamespace(seconds=1.0, generated_tokens=1), seconds=1.0, groups_sampled=2,
-                        groups_kept=2, peak_rss_gb=1.0, rss_gb=1.0,
+                        groups_kept=2, memory={},
                         rewards=RewardSpread(mean=0.5, std=0.2, frac_zero_std_groups=0.25),
                         health=UpdateHealth(loss=0.1, grad_norm=1.0, entropy=0.7, nonfinite_minibatches=0))
     assert record.indicators() == Indicators(step=3, reward_std=0.2, frac_zero_std_groups=0.25, entropy=0.7,

@@ -98,7 +98,7 @@ def test_after_a_rollback_the_sampler_serves_the_restored_weights(tiny, tokenize
     run.producer = Producer(run, first=1, last=0, max_staleness=0)  # nothing left to produce
     record = StepRecord(step=1, rollout={}, update={}, sampler={}, weight_version=1, lr=1e-3,
                         rollout_stats=RolloutStats(1.0, 1, 1), seconds=1.0, groups_sampled=1,
-                        groups_kept=1, peak_rss_gb=1.0, rss_gb=1.0, rewards=None,
+                        groups_kept=1, memory={}, rewards=None,
                         health=UpdateHealth(loss=0.0, grad_norm=0.0, entropy=0.0, nonfinite_minibatches=0))
     rl_loop._watch(monitor, remedies, record, run, MetricsLogger(tmp_path, tensorboard=False))
     restored = copy.deepcopy(tiny).to(torch.bfloat16).eval()
