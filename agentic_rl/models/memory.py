@@ -34,6 +34,7 @@ import gc
 import os
 import resource
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,11 +204,13 @@ def live_objects() -> dict[str, float]:
 
 def step_memory(release: bool, census: bool) -> dict[str, float]:
     """An RL step's memory row, taken at its end: the peak so far, then (with `release`) malloc's free
-    pages given back, the resident size and malloc's account, and with `census` the live objects."""
+    pages given back (`time_release_s`: how long that took), the resident size and malloc's account,
+    and with `census` the live objects."""
     peak = peak_rss_gb()
-    if release:
-        release_free_memory()
-    return {"mem_peak_rss_gb": peak, "mem_rss_gb": rss_gb(), **heap_gb(), **(live_objects() if census else {})}
+    t0 = time.perf_counter()
+    released = release and release_free_memory()
+    return {"mem_peak_rss_gb": peak, **({"time_release_s": time.perf_counter() - t0} if released else {}),
+            "mem_rss_gb": rss_gb(), **heap_gb(), **(live_objects() if census else {})}
 
 
 def check_memory(model, shape: RLShape, prompt_tokens: int = 512, available: float | None = None,
