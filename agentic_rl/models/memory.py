@@ -187,7 +187,7 @@ def live_objects() -> dict[str, float]:
     of their distinct storages) and every gc-tracked object (`mem_gc_objects`). Counts that grow
     from step to step are references held (a leak); a resident size that grows while they stay flat
     is the allocator's. Collects the garbage first (what only a cycle holds is not live), then walks
-    every object: about a second for a run of SmolLM2-135M."""
+    every object: 1.6 s for the 354k objects of a training process on the shared 2-core machine."""
     gc.collect()
     objects = gc.get_objects()
     storages: dict[int, int] = {}

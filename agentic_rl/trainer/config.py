@@ -282,7 +282,7 @@ class LogConfig:
     mlflow: str = ""  # a tracking URI (http://...) or a local directory (MLflow file store); "" = off
     wandb: str = ""  # a W&B project name; "" = off (WANDB_MODE=offline keeps it local)
     trajectories_per_step: int = 8  # written to trajectories/*.jsonl
-    memory_census: bool = False  # each RL step also counts live tensors and gc objects (mem_tensors ...): ~1 s
+    memory_census: bool = False  # each RL step also counts live tensors and gc objects (mem_tensors ...): 1-2 s
     progress: bool = True
 
 
