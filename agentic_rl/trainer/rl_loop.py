@@ -171,15 +171,22 @@ def _reference(model):
     return ref
 
 
-def prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer) -> int:
-    """The tokens of a training task's prompt (system prompt, tools, question)."""
-    env = spec.make_env(options)
-    try:
-        task = spec.tasks("train", 1, seed)[0]
-        return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas),
-                                    add_special_tokens=False))
-    finally:
-        close_env(env)
+def prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer, tries: int = 3) -> int:
+    """The tokens of a training task's prompt (system prompt, tools, question), for the memory
+    estimate. A reset that fails is the machine's, as in a rollout: tried on a fresh env `tries` times
+    before it stops the run."""
+    task = spec.tasks("train", 1, seed)[0]
+    for attempt in range(tries):
+        env = spec.make_env(options)
+        try:
+            return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas),
+                                        add_special_tokens=False))
+        except Exception:  # noqa: BLE001 - the rollout's rule: a reset that raises is tried again
+            if attempt == tries - 1:
+                raise
+        finally:
+            close_env(env)
+    raise AssertionError("unreachable")
 
 
 def _watch(monitor: CollapseMonitor, remedies: Remedies, record: StepRecord, run: RLRun,
