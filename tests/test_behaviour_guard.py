@@ -18,9 +18,12 @@ import pytest
 from tests.guard import CASES, REFERENCE, mismatch, reference, run_pinned
 
 
+FAST = ("tiny", "tiny_kl_entropy", "tiny_gae", "tiny_agent_reward")  # make test; the others in make test-slow
+
+
 def _params():
     for name in CASES:
-        marks = [pytest.mark.slow] if not name.startswith("tiny") else []
+        marks = [] if name in FAST else [pytest.mark.slow]
         yield pytest.param(name, marks=marks, id=name)
 
 

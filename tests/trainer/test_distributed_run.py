@@ -87,6 +87,7 @@ def test_two_processes_train_step_one_as_one_process_with_a_generator_per_episod
     assert got_row["loss"] == pytest.approx(want_row["loss"], rel=1e-5)
 
 
+@pytest.mark.slow  # make test keeps the sharded run's kill-and-resume
 def test_resume_under_two_processes_after_sigkill_mid_checkpoint(uninterrupted, tmp_path):
     """Rank 0 is SIGKILLed while writing its third state (torchrun then stops rank 1); the same
     command with --resume finishes the run as if nothing had happened."""

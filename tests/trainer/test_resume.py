@@ -100,7 +100,7 @@ def test_uninterrupted_run_is_reproducible(reference, tmp_path):
     _assert_same_run(reference, tmp_path / "again")
 
 
-@pytest.mark.parametrize("nth", [4, 15])
+@pytest.mark.parametrize("nth", [4, pytest.param(15, marks=pytest.mark.slow)])
 def test_resume_after_sigkill_mid_checkpoint_write(reference, tmp_path, nth):
     """Killed while state files are written. Files are written in this order: model and optimizer
     of the states after SFT steps 1-3 (files 1-6), the SFT stage's weights (7), then model, optimizer
@@ -132,7 +132,7 @@ def test_resume_after_sigkill_mid_background_state_write(reference, tmp_path):
     _assert_same_run(reference, out)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_resume_after_random_sigkill(reference, tmp_path, seed):
     rng = random.Random(seed)
     out = tmp_path / "run"
