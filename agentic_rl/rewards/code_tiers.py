@@ -50,23 +50,35 @@ def example_asserts(test_source: str, k: int, entry_point: str) -> list[str]:
 
 class ExamplesCheck:
     """Runs in one warm sandboxed interpreter (one worker for all candidates); each candidate gets a
-    fresh namespace, so candidates cannot see each other's definitions."""
+    fresh namespace, so candidates cannot see each other's definitions. The interpreter starts at the
+    first check and ends with `close()`, or when the check is garbage-collected (a reward has no
+    close of its own)."""
 
     def __init__(self, k: int = 3, timeout_s: float = 1.0):  # a fast tier: examples run in milliseconds
-        from agentic_rl.tools.sandbox import PythonSession, SandboxConfig
-
-        self.k, self.session = k, PythonSession(SandboxConfig(timeout_s=timeout_s))
+        self.k, self.timeout_s, self.session = k, timeout_s, None
 
     def __call__(self, task: Task, completion: str) -> bool:
         asserts = example_asserts(task.meta["test"], self.k, task.meta["entry_point"])
         body = "\n".join(f"    {line}" for a in asserts for line in a.splitlines()) or "    pass"
         cell = (f"__ns = {{}}\nexec({program(task, completion)!r}, __ns)\n"
                 f"exec('def __t():\\n' + {body!r} + '\\n__t()', __ns)\nprint('OK')")
-        result = self.session.run(cell)
+        result = self._session().run(cell)
         return result.stdout.strip().endswith("OK") and result.exit_code == 0
 
+    def _session(self):
+        if self.session is None:
+            import weakref
+
+            from agentic_rl.tools.sandbox import PythonSession, SandboxConfig
+
+            self.session = PythonSession(SandboxConfig(timeout_s=self.timeout_s))
+            weakref.finalize(self, self.session.close)
+        return self.session
+
     def close(self) -> None:
-        self.session.close()
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
 
 def full_suite(task: Task, completion: str, timeout_s: float = 10.0) -> bool:
