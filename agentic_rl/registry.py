@@ -7,11 +7,15 @@ side effects).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator
 from importlib import metadata
+from pathlib import Path
 from typing import Generic, TypeVar
 
-from agentic_rl.errors import UnknownName
+from agentic_rl.errors import ConfigError, UnknownName
 
 F = TypeVar("F", bound=Callable)
 
@@ -67,13 +71,6 @@ def load_callable(spec: str, key: str = "rollout.agent") -> Callable:
     `rollout.backend`); `key`, the recipe key, names it in the errors (ConfigError). A module is
     looked up on the path and then in the working directory, where a user's module sits beside the
     recipe."""
-    import importlib
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    from agentic_rl.errors import ConfigError
-
     target, _, name = str(spec).rpartition(":")
     if not target or not name:
         raise ConfigError(f"{key}: expected 'module:function' or 'file.py:function', got {spec!r}")

@@ -20,7 +20,7 @@ from typing import Any
 from agentic_rl.data import code_tasks as data
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.builtin.retool import interpreter_text
-from agentic_rl.envs.formats import get_format
+from agentic_rl.envs.formats import call_action, get_format
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.base import Score
 from agentic_rl.rewards.code_tiers import ExamplesCheck, code_tiers, example_asserts, program
@@ -113,9 +113,7 @@ def fewshot_messages() -> tuple[dict, ...]:
 def hostile_actions(task: Task, env: CodeEnv) -> list[str]:
     """Code that loops, forks, fills memory or writes outside: each ends in the sandbox's error."""
     def call(name: str, code: str) -> str:
-        message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-            "name": name, "arguments": {"code": code}}}]}
-        return env.format.render_assistant_body(message)
+        return call_action(env.format, name, code=code)
     return [call("run_python", "while True:\n    pass"),
             call("run_python", "import os\nfor _ in range(500):\n    os.fork()"),
             call("run_python", "x = bytearray(10 ** 10)"),

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentic_rl.data import sql_tasks as data
 from agentic_rl.envs.base import ToolEnv
-from agentic_rl.envs.formats import get_format
+from agentic_rl.envs.formats import call_action, get_format
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.rubric import GatedOutcome
 from agentic_rl.rewards.verifiers import SQLVerifier
@@ -139,9 +139,7 @@ def hostile_actions(task: Task, env: SQLEnv) -> list[str]:
     tables = env.list_tables().split(", ")
 
     def call(query: str) -> str:
-        message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-            "name": "run_sql", "arguments": {"query": query}}}]}
-        return env.format.render_assistant_body(message)
+        return call_action(env.format, "run_sql", query=query)
     return [call(f"DROP TABLE {tables[0]}"), call(f"DELETE FROM {tables[0]}"),
             call(f"INSERT INTO {tables[0]} (id) VALUES (-1)"), call("ATTACH DATABASE '/tmp/sql_env_attack.db' AS x"),
             call("PRAGMA writable_schema = 1"), call("CREATE TABLE t (x)"),

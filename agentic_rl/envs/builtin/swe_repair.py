@@ -39,7 +39,7 @@ from typing import Any
 from agentic_rl.data import swe_instances as data
 from agentic_rl.data.swe_demos import demonstration
 from agentic_rl.envs.base import StepResult, ToolEnv
-from agentic_rl.envs.formats import get_format
+from agentic_rl.envs.formats import call_action, get_format
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.base import Score
 from agentic_rl.tools.sandbox.repo import PASSING, RepoConfig, RepoError, RepoSession, TestCommand, TestRun
@@ -325,9 +325,7 @@ def hostile_actions(task: Task, env: SweRepairEnv) -> list[str]:
     anchor = _unique_statement_line(files[test_file]) if isinstance(files.get(test_file), str) else None
 
     def call(name: str, **args) -> str:
-        message = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-            "name": name, "arguments": args}}]}
-        return env.format.render_assistant_body(message)
+        return call_action(env.format, name, **args)
     out = [call("read_file", path="../../../../etc/passwd"), call("read_file", path="/etc/passwd"),
            call("list_files", path="/"), call("search", pattern="root", path="/etc"),
            call("edit", path="../outside.py", old="a", new="b"), call("read_file", path=test_file, start=-5, end=10 ** 9),

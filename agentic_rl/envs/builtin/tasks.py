@@ -108,13 +108,10 @@ class TaskFileEnv(ToolEnv):
 def verifier_of(options: Mapping[str, Any]) -> tuple[RewardFn, tuple[str, ...]]:
     """(the verifier, the task fields it reads): a registered name or a user's function."""
     name = str(options.get("verifier", "math"))
-    if name in VERIFIERS:
-        entry = VERIFIERS.get(name)
-        return entry.make(options.get("verifier_options", {})), entry.reads
     if ":" in name:
         return load_callable(name, "env.options.verifier"), ()
-    VERIFIERS.get(name)  # raises, listing the names
-    raise AssertionError
+    entry = VERIFIERS.get(name)  # a miss lists the names
+    return entry.make(options.get("verifier_options", {})), entry.reads
 
 
 def demonstration(task: Task, env: TaskFileEnv) -> list[dict]:

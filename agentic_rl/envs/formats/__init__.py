@@ -39,6 +39,14 @@ def get_format(name: str) -> ToolFormat:
     return FORMATS.get(name)
 
 
+def call_action(fmt: ToolFormat, name: str, **arguments) -> str:
+    """The text of an action that calls tool `name` with `arguments`, as `fmt` writes it (a scripted
+    policy's action: hostile actions, replayed demonstrations)."""
+    message = {"role": "assistant", "content": "",
+               "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return fmt.render_assistant_body(message)
+
+
 OPENAI_REASONING = ChatTemplateFormat(REASONING_CHATML_TEMPLATE, "openai_reasoning", history="template")
 for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, QWEN2_5, QWEN3, LLAMA3_JSON, MISTRAL, GEMMA3, SEARCH_R1, RETOOL):
     register_format(_fmt)
@@ -46,5 +54,5 @@ for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, QWEN2_5, QWEN3, LLA
 __all__ = [
     "FORMATS", "GEMMA3", "HERMES", "IM_END", "IM_START", "LLAMA3_JSON", "MISTRAL", "OPENAI_REASONING", "QWEN2_5", "QWEN3", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
     "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
-    "get_format", "register_format",
+    "call_action", "get_format", "register_format",
 ]

@@ -135,6 +135,15 @@ _QWEN_TOOL_RESULT = r"""
 {%- if next != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
 """
 
+# both Qwen templates after an assistant message: tool results, the other turns, the generation prompt
+_QWEN_REST = r"""{%- elif message['role'] == 'tool' -%}""" + _QWEN_TOOL_RESULT + r"""
+{%- elif not (loop.first and message['role'] == 'system') -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+"""
+
 QWEN2_5_TEMPLATE = r"""
 {%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' else 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' -%}
 {%- if tools -%}{{- '<|im_start|>system\n' + system + '\n\n' -}}""" + _QWEN_TOOLS + r"""
@@ -143,13 +152,7 @@ QWEN2_5_TEMPLATE = r"""
 {%- if message['role'] == 'assistant' -%}
 {%- set content = message['content'] or '' -%}
 {{- '<|im_start|>assistant' + ('\n' + content if content else '\n') -}}""" + _QWEN_CALLS + r"""
-{%- elif message['role'] == 'tool' -%}""" + _QWEN_TOOL_RESULT + r"""
-{%- elif not (loop.first and message['role'] == 'system') -%}
-{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
-{%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
-"""
+""" + _QWEN_REST
 
 # Qwen3: the same without a default system prompt, and reasoning: an assistant message's
 # `<think>...</think>` is shown (as `<think>\n...\n</think>\n\n`) only after the latest real user
@@ -177,10 +180,4 @@ QWEN3_TEMPLATE = r"""
 {%- else -%}
 {{- '<|im_start|>assistant\n' + content -}}
 {%- endif -%}""" + _QWEN_CALLS + r"""
-{%- elif message['role'] == 'tool' -%}""" + _QWEN_TOOL_RESULT + r"""
-{%- elif not (loop.first and message['role'] == 'system') -%}
-{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
-{%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
-"""
+""" + _QWEN_REST
