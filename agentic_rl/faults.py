@@ -21,7 +21,7 @@ differently:
     - `engine`: a served engine could not sample the episode's next action (tried twice);
     - `worker`: a Ray rollout worker died with the episode (`trainer/workers.py`);
     - `agent`: an agent program trained through the recording proxy raised, never called the
-      model, or ran past `rollout.agent_timeout_s` (`rollout/agents.py`; an agent returns a low
+      model, or ran past `rollout.agent.timeout_s` (`rollout/agents.py`; an agent returns a low
       reward for what the policy got wrong, and a refusal at the episode's budget is a truncation).
 
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any

@@ -66,7 +66,7 @@ class Registry(Generic[F]):
         return added
 
 
-def load_callable(spec: str, key: str = "rollout.agent") -> Callable:
+def load_callable(spec: str, key: str = "rollout.agent.program") -> Callable:
     """What a recipe names as `module:function` or `path/to/file.py:function` (a class too:
     `rollout.backend`); `key`, the recipe key, names it in the errors (ConfigError). A module is
     looked up on the path and then in the working directory, where a user's module sits beside the

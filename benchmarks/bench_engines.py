@@ -5,7 +5,7 @@
 
 `embedded` (this process), `served` (`agentic-rl serve` in a child process, through the served
 engine: HTTP, token ids, the whole prefix a turn) and, with `--vllm-python` (a vLLM server started
-as `rollout.engine: managed_vllm` starts it) or `--vllm-url`, vLLM through the same client. Each batch is B distinct calculator training prompts rolled out to the end of their
+as `rollout.engine.name: managed_vllm` starts it) or `--vllm-url`, vLLM through the same client. Each batch is B distinct calculator training prompts rolled out to the end of their
 episodes at the recipe's temperature (tool calls answered by the env, as in training); the engines
 take turns, `--repeats` times, and the best time counts. Reports generated tokens/s and each
 engine's ratio to vLLM's (or to the embedded engine's without vLLM); writes

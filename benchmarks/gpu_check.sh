@@ -25,8 +25,8 @@ RUNS="tiny calculator"
 if [ -n "${VLLM_PYTHON:-}" ]; then
   "$PY" -m agentic_rl.cli train recipes/calculator.yaml --set model.device=cuda:0 --set rl.steps=3 \
     --set eval.tasks_per_split=50 --set output_dir="$OUT/calculator_vllm" --set log.progress=false \
-    --set rollout.engine=managed_vllm --set rollout.vllm_python="$VLLM_PYTHON" \
-    --set rollout.vllm_args="--gpu-memory-utilization 0.3"
+    --set rollout.engine.name=managed_vllm --set rollout.engine.vllm_python="$VLLM_PYTHON" \
+    --set rollout.engine.vllm_args="--gpu-memory-utilization 0.3"
   RUNS="$RUNS calculator_vllm"
   AGENTIC_RL_VLLM_PYTHON="$VLLM_PYTHON" "$PY" -m pytest -q -m slow tests/engines/test_vllm.py
 fi

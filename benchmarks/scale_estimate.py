@@ -161,7 +161,7 @@ def measure_decode(engine, tokenizer, spec, cfg, new_tokens: int) -> dict:
 
 def measure_sync(engine, model, tokenizer, cfg) -> dict:
     copy_s = best_seconds(engine.sync_weights, 3)
-    probe = SyncProbe.build(engine, tokenizer, cfg.model.precision, cfg.rollout.sync_probe_tol)
+    probe = SyncProbe.build(engine, tokenizer, cfg.model.precision, cfg.rollout.engine.sync_probe_tol)
     t0 = time.perf_counter()
     gap = probe.gap(engine, model)  # the work of `checked_sync`'s probe (check() only compares the gap)
     probe_s = time.perf_counter() - t0

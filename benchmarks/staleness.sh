@@ -17,7 +17,7 @@ run() {  # name seed k extra-args...
 mkdir -p "$OUT"
 if [ -n "$VLLM_PYTHON" ]; then
   for k in 0 1 2; do
-    run vllm-k$k-time 4 $k --set rollout.engine=managed_vllm --set rollout.vllm_python="$VLLM_PYTHON" \
+    run vllm-k$k-time 4 $k --set rollout.engine.name=managed_vllm --set rollout.engine.vllm_python="$VLLM_PYTHON" \
       --set rl.steps=5 --set eval.tasks_per_split=1
   done
 fi

@@ -1,6 +1,6 @@
 """A plain-Python agent on the `openai` package, with function calling: it knows nothing of agentic-rl.
 
-Trained through the recording proxy with `rollout.agent: examples/openai_calculator_agent.py:run`
+Trained through the recording proxy with `rollout.agent.program: examples/openai_calculator_agent.py:run`
 (see recipes/proxy_calculator.yaml and docs/proxy.md). `run(task, base_url)` solves one arithmetic
 word problem: it asks the model, runs the calculator calls the model makes, sends every reply back
 exactly as it came, asks again for a final answer when a reply has none, and returns 1.0 when the answer is right.

@@ -1,9 +1,9 @@
-"""`rollout.engine: managed | managed_vllm | URL`: the trainer's sampler behind a server.
+"""`rollout.engine.name: managed | managed_vllm | URL`: the trainer's sampler behind a server.
 
 A URL names a server the user runs (`agentic-rl serve`, or vLLM: docs/engines/vllm.md). `managed`
 starts `agentic-rl serve`, and `managed_vllm` a vLLM OpenAI server (with the flags our contract
 needs: processed logprobs, prefix caching, the development-mode weight endpoints, runtime LoRA for
-`rollout.weight_update: vllm_lora`), as a child process on a free local port with the policy's
+`rollout.engine.weight_update: vllm_lora`), as a child process on a free local port with the policy's
 current weights; the run waits until it answers `/health` and samples a first token, and stops it
 when the run ends (`close_engine`), so the user's one command still does everything. The server
 lives no longer than its trainer, even a SIGKILLed one (`start_server`). Either way the trainer's
@@ -33,7 +33,7 @@ START_S = 600.0  # a server that does not answer /health by then did not start (
 
 
 def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> ServedEngine:
-    """The served engine `cfg.rollout.engine` names, holding the trainer's weights as `version` (the
+    """The served engine `cfg.rollout.engine.name` names, holding the trainer's weights as `version` (the
     run's count of its syncs: a resumed run's goes on from its state). Data-parallel ranks (`world`,
     `trainer/distributed.py`) share one server, which rank 0 owns: it starts a managed server,
     writes the weights under its run folder and has the server load them, once a sync; the other
@@ -43,8 +43,8 @@ def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> Served
         return engine
     url = world.gather(engine.url if engine is not None else None)[0]  # every rank waits for rank 0's server
     if engine is None:
-        engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine_timeout_s, weights_dir=str(cfg.run_dir / "served"),
-                              weight_update=cfg.rollout.weight_update, version=version,
+        engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine.timeout_s, weights_dir=str(cfg.run_dir / "served"),
+                              weight_update=cfg.rollout.engine.weight_update, version=version,
                               dtype=_dtype(cfg.model.precision), owner=False)  # it never writes there
     engine.world = world
     return engine
@@ -53,22 +53,22 @@ def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> Served
 def _owned_engine(model, tokenizer, cfg, version: int) -> ServedEngine:
     ro = cfg.rollout
     weights = cfg.run_dir / "served"
-    if ro.engine in ("managed", "managed_vllm"):
+    if ro.engine.name in ("managed", "managed_vllm"):
         path = save_checkpoint(model, tokenizer, weights / "policy")
-        if ro.engine == "managed":
+        if ro.engine.name == "managed":
             command = serve_command(path, cfg.model.precision, str(device_of(model)))
         else:
-            command = vllm_command(path, cfg.model.precision, ro.vllm_python, ro.vllm_args,
-                                   cfg.model.lora_rank if ro.weight_update == "vllm_lora" else 0,
+            command = vllm_command(path, cfg.model.precision, ro.engine.vllm_python, ro.engine.vllm_args,
+                                   cfg.model.lora_rank if ro.engine.weight_update == "vllm_lora" else 0,
                                    max_model_len(model, ro, _prompt_tokens(tokenizer, cfg)))
         log, pid_file = weights / "server.log", weights / "server.pid"
         proc, url = start_server(command, log, pid_file)
         try:
-            engine = ServedEngine(url, tokenizer, model, ro.engine_timeout_s, weights_dir=str(weights),
-                                  weight_update=ro.weight_update, version=version, dtype=_dtype(cfg.model.precision))
+            engine = ServedEngine(url, tokenizer, model, ro.engine.timeout_s, weights_dir=str(weights),
+                                  weight_update=ro.engine.weight_update, version=version, dtype=_dtype(cfg.model.precision))
             engine.process, engine.pid_file = proc, pid_file
             engine.down = functools.partial(down, proc, log)  # its requests' errors then say why
-            if ro.engine == "managed_vllm":
+            if ro.engine.name == "managed_vllm":
                 engine.send_weights()  # vLLM loads the weights it started from again (and a LoRA writer its adapter)
         except BaseException as e:
             why = down(proc, log, 5.0)  # a server failing its first requests is often exiting: its log says why
@@ -77,8 +77,8 @@ def _owned_engine(model, tokenizer, cfg, version: int) -> ServedEngine:
                 raise EngineError(f"{e}; {why}") from None
             raise
         return engine
-    engine = ServedEngine(ro.engine, tokenizer, model, ro.engine_timeout_s, weights_dir=str(weights),
-                          weight_update=ro.weight_update, version=version)
+    engine = ServedEngine(ro.engine.name, tokenizer, model, ro.engine.timeout_s, weights_dir=str(weights),
+                          weight_update=ro.engine.weight_update, version=version)
     engine.send_weights()
     return engine
 
@@ -128,7 +128,7 @@ def vllm_command(checkpoint: Path, precision: str, python: str = "", extra: str 
                  max_len: int | None = None) -> list[str]:
     """vLLM's OpenAI server over `checkpoint`, as the served engine needs it (docs/engines/vllm.md),
     serving contexts of up to `max_len` tokens (`max_model_len`; None: vLLM's own, the model's
-    context). `extra` (rollout.vllm_args) goes last, so it can override a default (the memory fraction)."""
+    context). `extra` (rollout.engine.vllm_args) goes last, so it can override a default (the memory fraction)."""
     command = [python or sys.executable, "-m", VLLM_ENTRY, "--model", str(checkpoint),
                "--port", "{port}", "--dtype", str(_dtype(precision)).removeprefix("torch."),
                "--logprobs-mode", "processed_logprobs", "--enable-prefix-caching",

@@ -12,7 +12,7 @@ reset shows as a gap.
 Greedy tokens are ones the policy finds likely, on which a bf16 sampler and the fp32 trainer agree
 to a few thousandths of a nat (on an arbitrary text they differ by about 0.05). Both sides are the
 distribution at temperature 1 (a greedy request's logprobs are, in our engine and in vLLM).
-Tolerances (`rollout.sync_probe_tol`, 0 = by the sampler's dtype): 1e-3 when the sampler computes
+Tolerances (`rollout.engine.sync_probe_tol`, 0 = by the sampler's dtype): 1e-3 when the sampler computes
 in fp32 like the trainer, 0.1 nats a token when it computes in bf16 — what the check catches is a
 sampler whose distribution left the trainer's by more than that; a sync skipped after one small
 update (which moves the distribution by less than bf16's own noise) is within it.

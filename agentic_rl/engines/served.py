@@ -17,7 +17,7 @@ drawn from its row's seed and the action's place in the episode, so an episode s
 tokens whichever rows share its batch (both our server and vLLM honour a request's `seed`); without
 them the server samples with its own generator.
 
-Weights: `sync_weights()` hands the trainer's policy to the writer `rollout.weight_update` names
+Weights: `sync_weights()` hands the trainer's policy to the writer `rollout.engine.weight_update` names
 (`weight_update.py`: our `/v1/load_weights`, vLLM's in-place reload, or vLLM's runtime LoRA
 loading); the weight-sync probe (`probe.py`) then checks what the server samples from. `version` is
 the trainer's count of its syncs (a resumed run's continues from its state), never the server's: a

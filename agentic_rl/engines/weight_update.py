@@ -1,4 +1,4 @@
-"""How a served engine gets the trainer's weights: `rollout.weight_update`.
+"""How a served engine gets the trainer's weights: `rollout.engine.weight_update`.
 
 Each writer takes the `ServedEngine` and puts the trainer's weights on its server (the version is
 the engine's own count, `served.py`). All of them write the weights to a directory the server reads (`RUN_DIR/served/`: the server and the trainer share a
@@ -47,7 +47,7 @@ def vllm_reload(engine) -> None:
 def vllm_lora(engine) -> None:
     model = engine.model
     if not is_lora(model):
-        raise ValueError("rollout.weight_update=vllm_lora needs a LoRA policy (model.lora_rank > 0)")
+        raise ValueError("rollout.engine.weight_update=vllm_lora needs a LoRA policy (model.lora_rank > 0)")
     base = _fingerprint(model)
     if base != getattr(engine, "_base_fingerprint", None):
         plain = copy.deepcopy(model).unload()  # the base weights, without the adapter
@@ -89,9 +89,9 @@ WRITERS: dict[str, Callable[..., None]] = {"load_weights": load_weights, "vllm_r
 
 
 def writer(name: str, health: dict) -> Callable[..., None]:
-    """The writer `rollout.weight_update` names; `auto` reads the server's `/health` answer."""
+    """The writer `rollout.engine.weight_update` names; `auto` reads the server's `/health` answer."""
     if name == "auto":
         name = "load_weights" if "version" in health else "vllm_reload"
     if name not in WRITERS:
-        raise ValueError(f"rollout.weight_update={name!r}: one of auto, {', '.join(WRITERS)}")
+        raise ValueError(f"rollout.engine.weight_update={name!r}: one of auto, {', '.join(WRITERS)}")
     return WRITERS[name]

@@ -16,7 +16,7 @@ Limits: the proxy holds each episode to the recipe's budget (`rollout.max_turns`
 `rollout.max_episode_tokens` generated tokens; `engines/recorder.Limits`): a call past it is
 refused and the episode is a truncation, trained as the rollout loop trains one, whether the agent
 then returns a reward or raises on the refusal (the env's verifier then scores its last reply). An
-episode still running `rollout.agent_timeout_s` after it started is given up: the step goes on
+episode still running `rollout.agent.timeout_s` after it started is given up: the step goes on
 without it, its calls are refused from then on, and the thread it ran on is left to end (a daemon;
 a timer raises in it where it runs Python code). That, an agent that raises (before any budget
 refused it), and one that ends without calling the model are the infrastructure's failure
@@ -139,7 +139,7 @@ class AgentRollouts:
 
     def _overdue(self, task: Task, eid: str) -> Trajectory:
         self.proxy.recorder.close(eid)  # what it recorded is dropped; its later calls are refused
-        why = f"the agent ran past its episode deadline (rollout.agent_timeout_s: {self.deadline_s:g}s)"
+        why = f"the agent ran past its episode deadline (rollout.agent.timeout_s: {self.deadline_s:g}s)"
         return Trajectory(task, (), error=why, infra_failure="agent")
 
     def episode(self, task: Task, eid: str) -> Trajectory:

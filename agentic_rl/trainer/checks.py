@@ -149,19 +149,17 @@ def _check_distill(d: DistillConfig) -> None:
 
 def _check_agent(cfg: Config) -> None:
     """An agent program's rollouts run in this process, on its engine, one step at a time."""
-    if cfg.rollout.agent_history not in ("keep", "template"):
-        raise ConfigError(f"rollout.agent_history: keep or template (got {cfg.rollout.agent_history!r})")
-    if not cfg.rollout.agent:
+    if not cfg.rollout.agent.program:
         return
     from agentic_rl.registry import load_callable
 
-    for key, blocked in (("rollout.workers", cfg.rollout.workers > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
-                         ("rollout.engine", cfg.rollout.engine != "embedded")):
+    for key, blocked in (("rollout.workers.count", cfg.rollout.workers.count > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
+                         ("rollout.engine.name", cfg.rollout.engine.name != "embedded")):
         if blocked:
-            raise ConfigError(f"{key}: not with rollout.agent (the recording proxy serves this process's "
+            raise ConfigError(f"{key}: not with rollout.agent.program (the recording proxy serves this process's "
                               "embedded engine, synchronously)")
     try:
-        load_callable(cfg.rollout.agent)
+        load_callable(cfg.rollout.agent.program)
     except (ValueError, ImportError) as e:
         raise ConfigError(str(e)) from None
 
@@ -173,7 +171,7 @@ def _check_backend(cfg: Config) -> None:
         return
     from agentic_rl.registry import load_callable
 
-    for key, set_ in (("rollout.agent", bool(ro.agent)), ("rollout.workers", ro.workers > 0)):
+    for key, set_ in (("rollout.agent.program", bool(ro.agent.program)), ("rollout.workers.count", ro.workers.count > 0)):
         if set_:
             raise ConfigError(f"{key}: not with rollout.backend (a backend of your own samples every episode)")
     try:
@@ -185,14 +183,12 @@ def _check_backend(cfg: Config) -> None:
 def _check_parallel(cfg: Config) -> None:
     """FSDP shards the policy: what reads or writes it outside the training forward is built for the
     full fine-tune without a critic."""
-    if cfg.model.parallel not in ("ddp", "fsdp"):
-        raise ConfigError(f"model.parallel: ddp or fsdp (got {cfg.model.parallel!r})")
     if cfg.model.parallel != "fsdp":
         return
     for key, blocked in (("model.lora_rank", cfg.model.lora_rank > 0), ("rl.critic.kind", cfg.rl.critic.kind != "none"),
                          ("rl.collapse.actions", "rollback" in cfg.rl.collapse.actions),
                          ("distill.privileged", bool(cfg.distill.privileged)),
-                         ("rollout.engine", cfg.rollout.engine != "embedded")):
+                         ("rollout.engine.name", cfg.rollout.engine.name != "embedded")):
         if blocked:
             raise ConfigError(f"{key}: not with model.parallel: fsdp (a LoRA policy, a critic, rollback's weight "
                               "snapshot, the privileged self-teacher and a served engine's weight writer are built "
@@ -201,21 +197,17 @@ def _check_parallel(cfg: Config) -> None:
 
 def _check_rollout(cfg: Config) -> None:
     ro = cfg.rollout
-    if ro.rng not in ("batch", "episode"):
-        raise ConfigError(f"rollout.rng: {ro.rng!r} is not one of batch, episode")
-    if ro.workers < 0:
-        raise ConfigError("rollout.workers must be >= 0 (0 = rollouts in this process)")
-    if not ro.workers:
+    if not ro.workers.count:
         return
-    if ro.engine != "embedded":
-        raise ConfigError(f"rollout.workers: Ray workers run embedded engines (rollout.engine {ro.engine!r}); "
+    if ro.engine.name != "embedded":
+        raise ConfigError(f"rollout.workers.count: Ray workers run embedded engines (rollout.engine.name {ro.engine.name!r}); "
                           "a served engine already serves many clients")
     if cfg.model.lora_rank:
-        raise ConfigError("rollout.workers: LoRA policies are not sent to Ray workers yet (model.lora_rank)")
+        raise ConfigError("rollout.workers.count: LoRA policies are not sent to Ray workers yet (model.lora_rank)")
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise ConfigError("rollout.workers needs Ray: pip install 'agentic-rl[ray]'") from None
+        raise ConfigError("rollout.workers.count needs Ray: pip install 'agentic-rl[ray]'") from None
 
 
 # geo_mask's band below this at k > 0 warns: the main job's per-token sampler-trainer gap measured

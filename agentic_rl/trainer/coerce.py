@@ -1,5 +1,6 @@
 """A recipe's YAML values into its typed sections: a mapping into a frozen dataclass, field by field,
-each value checked against its annotation (`build`), and `--set` keys into the mapping (`assign`).
+each value checked against its annotation (`build`; a closed choice is a `Literal` of its values), and
+`--set` keys into the mapping (`assign`).
 An unknown key names the field it was probably meant to be."""
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def _close_key(cls, key: str) -> str | None:
 def _coerce(tp, value: Any, key: str) -> Any:
     """`value` as a field of type `tp` (unions tried arm by arm, ints and numeric strings as floats)."""
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:  # a closed choice: the annotation lists the values
+        if value in typing.get_args(tp) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, typing.get_args(tp)))}")
     if origin in (typing.Union, types.UnionType):
         return _coerce_union(tp, value, key)
     if origin is not None:  # list[...] / dict[...]

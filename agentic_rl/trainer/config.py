@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -35,7 +35,7 @@ class ModelConfig:
     release_memory: bool = True  # after each RL step, malloc's free pages go back to the system (malloc_trim)
     # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,
     # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)
-    parallel: str = "ddp"
+    parallel: Literal["ddp", "fsdp"] = "ddp"
     gradient_checkpointing: bool = False  # recompute layer activations in the backward: less memory, one more forward of compute
 
 
@@ -46,50 +46,71 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
+class EngineConfig:
+    """rollout.engine.name: the policy's sampler (docs/engines)."""
+
+    # "embedded" (in this process), "managed" (an `agentic-rl serve` this run starts and stops),
+    # "managed_vllm" (a vLLM server it starts and stops), or the URL of a served one (http://host:port:
+    # ours or vLLM)
+    name: str = "embedded"
+    timeout_s: float = 120.0  # a served engine's request timeout
+    # how a served engine gets the trainer's weights (engines/weight_update.py): auto reads the server's
+    # /health; load_weights (agentic-rl serve) | vllm_reload (vLLM, full weights) | vllm_lora (vLLM, runtime
+    # LoRA adapters)
+    weight_update: Literal["auto", "load_weights", "vllm_reload", "vllm_lora"] = "auto"
+    vllm_python: str = ""  # managed_vllm: the Python that has vLLM ("" = this one; `make vllm` builds .venv-vllm)
+    vllm_args: str = ""  # managed_vllm: more arguments for vLLM's server (e.g. "--gpu-memory-utilization 0.5")
+    # after every weight sync the sampler's logprobs of a fixed sequence are checked against the
+    # trainer's (engines/probe.py): the mean gap a token allowed; 0 = by the sampler's dtype
+    # (1e-3 fp32, 0.1 bf16: the run's config.yaml holds the tolerance resolved); < 0 = no check
+    sync_probe_tol: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """rollout.workers.count: RL rollouts on Ray actors (docs/distributed.md#rollout-workers-on-ray), each an
+    embedded engine with its own envs."""
+
+    count: int = 0  # 0 = in this process
+    cpus: float = 1.0  # Ray CPUs reserved per rollout worker
+    gpus: float = 0.0  # Ray GPUs per rollout worker (Ray then shows each worker its own devices)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """rollout.agent.program: RL rollouts by an agent program of your own through the recording proxy (docs/proxy.md)."""
+
+    program: str = ""  # "module:function" or "file.py:function", called as function(task, base_url) -> reward | None
+    # replies the agent sends back: keep (fed as sampled: one trajectory) | template (fed as the chat template
+    # renders them where it rewrites history, e.g. drops earlier reasoning: the episode starts a new context there)
+    history: Literal["keep", "template"] = "keep"
+    # an agent's episode still running this long after it started is given up: an infrastructure failure
+    # (kind agent), its calls refused from then on; 0 = no limit
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
+    # sampling
     temperature: float = 1.0
     top_p: float = 1.0
+    # "batch": one random generator per rollout batch; "episode": one per episode, seeded by the step and
+    # the episode's place in it, so an episode samples the same tokens however the step is split
+    # (data-parallel ranks, Ray workers)
+    rng: Literal["batch", "episode"] = "batch"
+    # budgets
     max_turns: int = 4
     max_new_tokens: int = 96  # per turn
     max_episode_tokens: int = 256  # generated tokens per episode
     step_timeout_s: float = 60.0  # an env step (or reward) running longer ends its episode with an error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = a whole step's tasks x group
-    # after every weight sync the sampler's logprobs of a fixed sequence are checked against the
-    # trainer's (engines/probe.py): the mean gap a token allowed; 0 = by the sampler's dtype
-    # (1e-3 fp32, 0.1 bf16: the run's config.yaml holds the tolerance resolved); < 0 = no check
-    sync_probe_tol: float = 0.0
-    # the policy's sampler (docs/engines): "embedded" (in this process), "managed" (an `agentic-rl serve`
-    # this run starts and stops), "managed_vllm" (a vLLM server it starts and stops), or the URL of a
-    # served one (http://host:port: ours or vLLM)
-    engine: str = "embedded"
-    engine_timeout_s: float = 120.0  # a served engine's request timeout
-    # how a served engine gets the trainer's weights (engines/weight_update.py): auto | load_weights
-    # (agentic-rl serve) | vllm_reload (vLLM, full weights) | vllm_lora (vLLM, runtime LoRA adapters)
-    weight_update: str = "auto"
-    vllm_python: str = ""  # managed_vllm: the Python that has vLLM ("" = this one; `make vllm` builds .venv-vllm)
-    vllm_args: str = ""  # managed_vllm: more arguments for vLLM's server (e.g. "--gpu-memory-utilization 0.5")
-    # "batch": one random generator per rollout batch; "episode": one per episode, seeded by the step and
-    # the episode's place in it, so an episode samples the same tokens however the step is split
-    # (data-parallel ranks, Ray workers)
-    rng: str = "batch"
-    # RL rollouts on N Ray actors (docs/distributed.md#rollout-workers-on-ray), each an embedded engine
-    # with its own envs; 0 = in this process
-    workers: int = 0
-    worker_cpus: float = 1.0  # Ray CPUs reserved per rollout worker
-    worker_gpus: float = 0.0  # Ray GPUs per rollout worker (Ray then shows each worker its own devices)
-    # RL rollouts by an agent program of your own through the recording proxy (docs/proxy.md):
-    # "module:function" or "file.py:function", called as function(task, base_url) -> reward | None
-    agent: str = ""
-    # replies the agent sends back: keep (fed as sampled: one trajectory) | template (fed as the chat template
-    # renders them where it rewrites history, e.g. drops earlier reasoning: the episode starts a new context there)
-    agent_history: str = "keep"
-    # an agent's episode still running this long after it started is given up: an infrastructure failure
-    # (kind agent), its calls refused from then on; 0 = no limit
-    agent_timeout_s: float = 600.0
-    # where episodes are sampled (docs/rollouts.md): "" = the backend the keys above choose (an agent
+    # where episodes are sampled (docs/rollouts.md): "" = the backend the sections below choose (an agent
     # program, Ray workers, this process's engine), or a class of your own, "module:Class" or
     # "file.py:Class", built as Class(setting) from a trainer.rollouts.RolloutSetting
     backend: str = ""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
 
 @dataclass(frozen=True)
@@ -323,11 +344,23 @@ class Config:
 _AT_LEAST = {
     "sft.examples": 0, "sft.batch_size": 1, "sft.grad_accum": 1, "sft.epochs": 1,
     "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
+    "rollout.workers.count": 0,
     "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
     "rl.optim.minibatches": 1, "rl.optim.epochs": 1, "rl.optim.micro_batch_rows": 1, "rl.optim.warmup_steps": 0,
     "rl.filters.max_refill_rounds": 0, "rl.collapse.window": 1, "hindsight.max_per_step": 1,
     "eval.tasks_per_split": 1, "eval.batch_size": 1, "eval.every": 0,
     "checkpoint.every": 1, "checkpoint.sft_every": 0, "checkpoint.keep_last": 0,
+}
+
+
+# keys a recipe of an earlier layout may hold -> where they are now (`rollout` split by concern)
+MOVED = {
+    "rollout.engine": "rollout.engine.name", "rollout.engine_timeout_s": "rollout.engine.timeout_s",
+    "rollout.weight_update": "rollout.engine.weight_update", "rollout.vllm_python": "rollout.engine.vllm_python",
+    "rollout.vllm_args": "rollout.engine.vllm_args", "rollout.sync_probe_tol": "rollout.engine.sync_probe_tol",
+    "rollout.workers": "rollout.workers.count", "rollout.worker_cpus": "rollout.workers.cpus",
+    "rollout.worker_gpus": "rollout.workers.gpus", "rollout.agent": "rollout.agent.program",
+    "rollout.agent_history": "rollout.agent.history", "rollout.agent_timeout_s": "rollout.agent.timeout_s",
 }
 
 
@@ -346,9 +379,22 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         if not sep:
             raise ConfigError(f"--set {item!r}: expected key=value")
         assign(raw, key.strip().split("."), yaml.safe_load(value))
+    _check_moved(raw)
     cfg = build(Config, raw, "")
     _check_ranges(cfg)
     return cfg
+
+
+def _check_moved(raw: dict) -> None:
+    """A key of `MOVED` names where it is now. A key that became a section (`rollout.engine`) moved
+    only when it holds a value, not a mapping."""
+    for old, new in MOVED.items():
+        *parents, last = old.split(".")
+        section = raw
+        for k in parents:
+            section = section.get(k) if isinstance(section, dict) else None
+        if isinstance(section, dict) and last in section and not isinstance(section[last], dict):
+            raise ConfigError(f"{old} moved to {new}")
 
 
 def with_values(cfg: Config, values: dict[str, Any]) -> Config:
@@ -384,7 +430,7 @@ def _check_ranges(cfg: Config) -> None:
         (0 < ro.top_p <= 1, "rollout.top_p must be in (0, 1]"),
         (ro.temperature >= 0, "rollout.temperature must be >= 0"),
         (ro.step_timeout_s >= 0, "rollout.step_timeout_s must be >= 0 (0 = no limit)"),
-        (ro.agent_timeout_s >= 0, "rollout.agent_timeout_s must be >= 0 (0 = no limit)"),
+        (ro.agent.timeout_s >= 0, "rollout.agent.timeout_s must be >= 0 (0 = no limit)"),
         (not rl.steps or ro.temperature > 0,
          "rollout.temperature: 0 is greedy decoding, and RL trains on samples of a distribution (the "
          "trainer divides the logits by the temperature); use a temperature > 0, e.g. 0.7. Held-out "
@@ -409,10 +455,8 @@ def _check_ranges(cfg: Config) -> None:
         (not rl.critic.model or rl.critic.kind == "model", "rl.critic.model is only used with rl.critic.kind: model"),
         (cfg.hindsight.coef >= 0, "hindsight.coef must be >= 0 (0 = off)"),
         (cfg.distill.coef >= 0 and cfg.distill.topk >= 1, "distill.coef must be >= 0 and distill.topk >= 1"),
-        (ro.weight_update in ("auto", "load_weights", "vllm_reload", "vllm_lora"),
-         "rollout.weight_update must be auto, load_weights, vllm_reload or vllm_lora (docs/engines/vllm.md)"),
-        (ro.weight_update != "vllm_lora" or cfg.model.lora_rank > 0,
-         "rollout.weight_update: vllm_lora sends LoRA adapters, and model.lora_rank is 0"),
+        (ro.engine.weight_update != "vllm_lora" or cfg.model.lora_rank > 0,
+         "rollout.engine.weight_update: vllm_lora sends LoRA adapters, and model.lora_rank is 0"),
     ]
     for ok, message in rules:
         if not ok:

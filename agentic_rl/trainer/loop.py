@@ -91,7 +91,7 @@ def _stages(run: Run, saved) -> dict:
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
         run.held_out("base_zero_shot")
-        if not cfg.rollout.agent:  # an agent program brings its own prompt: a few-shot one is the same run
+        if not cfg.rollout.agent.program:  # an agent program brings its own prompt: a few-shot one is the same run
             run.held_out("base_few_shot", fewshot=True)
         run.done("baselines", weights=False)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
@@ -156,10 +156,10 @@ def resolve_machine(cfg: Config, world: World) -> tuple[Config, str]:
 
 
 def _with_probe_tolerance(cfg: Config, engine, tokenizer) -> Config:
-    """`rollout.sync_probe_tol: 0` resolved to the tolerance the sampler's dtype calls for
+    """`rollout.engine.sync_probe_tol: 0` resolved to the tolerance the sampler's dtype calls for
     (`engines/probe.py`), so the run's config.yaml says the tolerance its probe checks."""
-    probe = sync_probe(engine, tokenizer, cfg) if cfg.rollout.sync_probe_tol == 0 else None
-    return with_values(cfg, {"rollout.sync_probe_tol": probe.tolerance}) if probe is not None else cfg
+    probe = sync_probe(engine, tokenizer, cfg) if cfg.rollout.engine.sync_probe_tol == 0 else None
+    return with_values(cfg, {"rollout.engine.sync_probe_tol": probe.tolerance}) if probe is not None else cfg
 
 
 def _with_machine(cfg: Config, machine: dict) -> Config:
@@ -247,7 +247,7 @@ class Run:
 def _engine(model, tokenizer, cfg: Config, version: int, current=None):
     """The policy's sampler `rollout.engine` names, serving `model` (`current`: the one it replaces,
     which a served engine keeps, pointed at the new model)."""
-    if cfg.rollout.engine != "embedded":
+    if cfg.rollout.engine.name != "embedded":
         if current is not None:
             current.model = model
             return current

@@ -27,13 +27,13 @@ def dry_run(cfg: Config) -> list[dict]:
                           enforce=False)
     plan = {"rank": world.rank, "world_size": world.size, "device": str(device_of(model)),
             "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
-            "parallel": cfg.model.parallel if world.size > 1 else "none", "rollout_engine": cfg.rollout.engine,
+            "parallel": cfg.model.parallel if world.size > 1 else "none", "rollout_engine": cfg.rollout.engine.name,
             **memory}
     if world.size > 1:
         import torch.distributed as dist
 
         plan["backend"] = dist.get_backend()
-    if cfg.rollout.workers:
+    if cfg.rollout.workers.count:
         plan.update(_workers(cfg, model, tokenizer, spec))
     DataParallel(model, world, cfg.model.parallel)  # under torchrun: DDP's or FSDP's construction communicates
     plans = world.gather(plan)

@@ -147,7 +147,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
 
 def sync_probe(engine, tokenizer, cfg: Config) -> SyncProbe | None:
     """The check of every weight sync (`engines/probe.py`), unless the recipe turns it off."""
-    tol = cfg.rollout.sync_probe_tol
+    tol = cfg.rollout.engine.sync_probe_tol
     return None if tol < 0 else SyncProbe.build(engine, tokenizer, cfg.model.precision, tol)
 
 

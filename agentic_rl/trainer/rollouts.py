@@ -48,16 +48,16 @@ def _workers(s: RolloutSetting) -> RolloutWorkers:
 def _agent(s: RolloutSetting) -> AgentRollouts:
     ro = s.cfg.rollout
     concurrency, label = (s.cfg.eval.batch_size, "eval") if s.evaluation else (ro.max_concurrent, "s")
-    return AgentRollouts(load_callable(ro.agent), s.engine, s.tokenizer, s.episodes, ro.agent_timeout_s, concurrency,
-                         ro.agent_history, label)
+    return AgentRollouts(load_callable(ro.agent.program), s.engine, s.tokenizer, s.episodes, ro.agent.timeout_s, concurrency,
+                         ro.agent.history, label)
 
 
 def backend_name(cfg: Config, evaluation: bool = False) -> str:
     """The built-in backend the recipe's `rollout` section names."""
     ro = cfg.rollout
-    if ro.agent:
+    if ro.agent.program:
         return "agent"
-    return "workers" if ro.workers and not evaluation else "in_process"
+    return "workers" if ro.workers.count and not evaluation else "in_process"
 
 
 def make_rollouts(setting: RolloutSetting) -> Rollouts:

@@ -1,4 +1,4 @@
-"""Rollout workers on Ray: `rollout.workers: N` runs a step's episodes on N Ray actors.
+"""Rollout workers on Ray: `rollout.workers.count: N` runs a step's episodes on N Ray actors.
 
 The pool is a rollout backend (`rollout/backends.py`). Each worker is an actor holding an embedded
 engine (its own copy of the policy), the env factory and the tokenizer; episodes run there, tools
@@ -58,7 +58,7 @@ class RolloutWorker:
     def __init__(self, cfg: Config, index: int):
         from agentic_rl.models.loader import load_model
 
-        torch.set_num_threads(max(1, int(cfg.rollout.worker_cpus)))
+        torch.set_num_threads(max(1, int(cfg.rollout.workers.cpus)))
         self.cfg, self.index = cfg, index
         model, self.tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
         self.engine = HFEngine(model, self.tokenizer, cfg.model.precision)
@@ -112,15 +112,15 @@ class RolloutWorkers:
         if not ray.is_initialized():
             ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False,
                      log_to_driver=False)
-        actor = ray.remote(num_cpus=cfg.rollout.worker_cpus, num_gpus=cfg.rollout.worker_gpus, max_restarts=-1,
+        actor = ray.remote(num_cpus=cfg.rollout.workers.cpus, num_gpus=cfg.rollout.workers.gpus, max_restarts=-1,
                            max_task_retries=0)(RolloutWorker)
-        self.actors = [actor.remote(cfg, i) for i in range(cfg.rollout.workers)]
+        self.actors = [actor.remote(cfg, i) for i in range(cfg.rollout.workers.count)]
         try:
             ray.get([a.pid.remote() for a in self.actors], timeout=start_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(f"{len(self.actors)} rollout workers did not start within {start_timeout_s:g}s: the Ray "
-                               f"cluster may lack {cfg.rollout.worker_cpus:g} free CPUs for each "
-                               "(rollout.worker_cpus); `ray status` shows what it has") from None
+                               f"cluster may lack {cfg.rollout.workers.cpus:g} free CPUs for each "
+                               "(rollout.workers.cpus); `ray status` shows what it has") from None
         self.episodes = episodes
         self.restart_timeout_s = restart_timeout_s
         self.weights: Weights | None = None  # the last sync's (None: the workers' own start)

@@ -27,7 +27,7 @@ from tests.engines.test_served import Server
 
 # the memory check off: it reads what the shared machine has free at the moment, which this test is not about
 TINY = ["model.precision=fp32", "log.progress=false", "log.tensorboard=false", "eval.baselines=false",
-        "eval.splits=[]", "sft.examples=0", "rollout.engine=managed", "model.memory_check=false"]
+        "eval.splits=[]", "sft.examples=0", "rollout.engine.name=managed", "model.memory_check=false"]
 
 
 @pytest.fixture

@@ -245,7 +245,7 @@ def test_a_recipe_runs_through_a_managed_server_and_stops_it(tmp_path):
 
     before = _children()
     train(load_config("recipes/tiny.yaml", ["model.precision=fp32", "log.progress=false", "log.tensorboard=false",
-                                            "eval.baselines=false", "rollout.engine=managed",
+                                            "eval.baselines=false", "rollout.engine.name=managed",
                                             f"output_dir={tmp_path}"]))
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r.get("stage") == "rl"]

@@ -32,7 +32,7 @@ from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.distributed import init_world
 world = init_world("cpu")
 tokenizer = load_tokenizer("tiny")
-cfg = load_config("recipes/tiny.yaml", [f"rollout.engine={sys.argv[1]}", f"output_dir={sys.argv[2]}"])
+cfg = load_config("recipes/tiny.yaml", [f"rollout.engine.name={sys.argv[1]}", f"output_dir={sys.argv[2]}"])
 engine = served_engine(tiny_model(tokenizer, seed=0), tokenizer, cfg, 0, world)
 versions = [engine.sync_weights() for _ in range(2)]
 print(json.dumps({"rank": world.rank, "owner": engine.owner, "versions": versions, "url": engine.url}))
@@ -73,11 +73,11 @@ def httpx_get(url: str) -> dict:
 
 @pytest.mark.slow
 def test_the_tiny_recipe_under_two_processes_starts_one_managed_server(tmp_path):
-    """torchrun, 2 gloo processes, rollout.engine: managed: one server started (one pid, one log),
+    """torchrun, 2 gloo processes, rollout.engine.name: managed: one server started (one pid, one log),
     every RL step logged once with both ranks' groups and a probe gap within fp32's tolerance."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "agentic_rl.cli",
-           "train", "recipes/tiny.yaml", "--set", "rollout.engine=managed", "--set", "eval.baselines=false",
+           "train", "recipes/tiny.yaml", "--set", "rollout.engine.name=managed", "--set", "eval.baselines=false",
            "--set", "eval.tasks_per_split=2", "--set", "sft.examples=4", "--set", "model.memory_check=false", "--set", f"output_dir={out}"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -168,7 +168,7 @@ def test_a_lora_adapter_loads_at_run_time(smollm2, tmp_path_factory, tmp_path):
 
 def test_three_grpo_steps_of_the_main_job_sampled_by_vllm(tmp_path):
     cfg = load_config("recipes/calculator.yaml", [
-        f"output_dir={tmp_path}", "rollout.engine=managed_vllm", f"rollout.vllm_python={VLLM_PYTHON}",
+        f"output_dir={tmp_path}", "rollout.engine.name=managed_vllm", f"rollout.engine.vllm_python={VLLM_PYTHON}",
         "rl.steps=3", "sft.examples=16", "sft.epochs=1", "eval.tasks_per_split=8", "eval.baselines=false",
         "log.progress=false", "log.tensorboard=false"])
     train(cfg)

@@ -59,7 +59,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                      "hindsight.teacher=demonstration", "hindsight.coef=0.5",
                                      "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1",
                                      "rl.tasks.sampler=pass_rate"]),
-    "tiny_agent_reward": ("tiny.yaml", [*_TINY, "rollout.agent=tests/trainer/scored_agent.py:run", "sft.examples=0",
+    "tiny_agent_reward": ("tiny.yaml", [*_TINY, "rollout.agent.program=tests/trainer/scored_agent.py:run", "sft.examples=0",
                                         "eval.baselines=false", "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
                                         "rollout.max_turns=4",  # the agent's 4 calls: within the budget
                                         "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1",

@@ -16,7 +16,7 @@ from agentic_rl.trainer.loop import train
 
 
 def test_every_episode_of_the_example_agent_is_one_trajectory_and_grpo_trains_on_them(tmp_path):
-    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/trainer/scored_agent.py:run", "sft.examples=0",
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent.program=tests/trainer/scored_agent.py:run", "sft.examples=0",
                                              "eval.baselines=false", "eval.tasks_per_split=2",
                                              "rollout.max_turns=4", "rollout.max_episode_tokens=96",  # the agent's 4 calls x 24
                                              f"output_dir={tmp_path}"])
@@ -40,7 +40,7 @@ def test_an_agent_that_edits_its_history_trains_each_episode_as_one_sample_of_it
     (`restart`), and the episode is still one trajectory, so every group has its 4 samples and GRPO
     trains on them (split into separate rows, it made groups of 5 and 4, which the group statistics
     cannot take: the step raised)."""
-    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests/trainer/editing_agent.py:run", "sft.examples=0",
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent.program=tests/trainer/editing_agent.py:run", "sft.examples=0",
                                              "eval.baselines=false", "eval.tasks_per_split=2", "rl.steps=1",
                                              "log.trajectories_per_step=100", f"output_dir={tmp_path}"])
     train(cfg)
@@ -106,7 +106,7 @@ def test_an_agent_that_hangs_costs_its_episode_and_never_the_step(tiny, tokenize
         groups, stats = _within(60, lambda: agents.rollout(spec.tasks("train", 4, 0), 2, seed=0))
         hung, fine = [g.trajectories[0] for g in groups], [g.trajectories[1] for g in groups]
         assert stats.episodes == 8 and all(t.infra_failure == "agent" and not t.turns for t in hung)
-        assert all("rollout.agent_timeout_s: 4s" in t.error for t in hung)
+        assert all("rollout.agent.timeout_s: 4s" in t.error for t in hung)
         assert all(t.infra_failure is None and len(t.turns) == 2 and "agent_reward" in t.reward_details for t in fine)
         assert _wait_for(lambda: 3 in hanging_agent.LATE) and hanging_agent.LATE == {3: 410}  # the loop, stopped
         hanging_agent.RELEASE.set()
@@ -125,9 +125,9 @@ def test_hung_agent_episodes_are_counted_in_every_step_and_the_run_ends(tmp_path
     from tests.trainer import hanging_agent
 
     hanging_agent.RELEASE.clear()
-    cfg = load_config("recipes/tiny.yaml", ["rollout.agent=tests.trainer.hanging_agent:run", "sft.examples=0",
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent.program=tests.trainer.hanging_agent:run", "sft.examples=0",
                                              "eval.baselines=false", "eval.tasks_per_split=1", "rollout.max_new_tokens=4",
-                                             "rollout.agent_timeout_s=4", f"output_dir={tmp_path}"])
+                                             "rollout.agent.timeout_s=4", f"output_dir={tmp_path}"])
     try:
         _within(300, lambda: train(cfg))
     finally:
@@ -149,7 +149,7 @@ def test_proxy_episodes_end_at_the_recipe_budget_as_counted_truncations(tmp_path
     raise (`run`, here at the turn budget), by the reward it posts when it catches it (`run_scored`,
     at the token budget)."""
     turns, tokens = (3, 1000) if budget == "turns" else (12, 40)
-    cfg = load_config("recipes/tiny.yaml", [f"rollout.agent=tests/trainer/persistent_agent.py:{agent}", "sft.examples=0",
+    cfg = load_config("recipes/tiny.yaml", [f"rollout.agent.program=tests/trainer/persistent_agent.py:{agent}", "sft.examples=0",
                                              "eval.baselines=false", "eval.tasks_per_split=1", "rl.steps=1",
                                              f"rollout.max_turns={turns}", f"rollout.max_episode_tokens={tokens}",
                                              "log.trajectories_per_step=100", f"output_dir={tmp_path}"])

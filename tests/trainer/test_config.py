@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,12 +70,12 @@ def recipe(tmp_path):
         ("", ["rl.tasks.mix={two_step: -1}"], "rl.tasks.mix.two_step: a share must be a number >= 0"),
         ("", ["rl.tasks.mix={bare: 0, two_step: 0}"], "rl.tasks.mix: the shares add up to 0"),
         ("", ["hindsight.teacher=no/such/dir"], "hindsight.teacher: no such model directory"),
-        ("", ["model.parallel=zero3"], "model.parallel: ddp or fsdp"),
+        ("", ["model.parallel=zero3"], "model.parallel: 'zero3' is not one of ddp, fsdp"),
         ("", ["model.parallel=fsdp", "model.lora_rank=8"], "model.lora_rank: not with model.parallel: fsdp"),
         ("", ["model.parallel=fsdp", "rl.algorithm.advantage=gae", "rl.critic.kind=value_head"],
          "rl.critic.kind: not with model.parallel: fsdp"),
         ("", ["model.parallel=fsdp", "rl.collapse.actions=[rollback]"], "rl.collapse.actions: not with model.parallel"),
-        ("", ["model.parallel=fsdp", "rollout.engine=managed"], "rollout.engine: not with model.parallel: fsdp"),
+        ("", ["model.parallel=fsdp", "rollout.engine.name=managed"], "rollout.engine.name: not with model.parallel: fsdp"),
     ],
 )
 def test_bad_recipes_name_the_key(recipe, text, overrides, message):
@@ -82,6 +83,37 @@ def test_bad_recipes_name_the_key(recipe, text, overrides, message):
     directories) in `check_config`, which `train()` runs first."""
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("'", "'")):
         check_config(load_config(recipe(text), overrides))
+
+
+@pytest.mark.parametrize("text, overrides, message", [
+    ("rollout:\n  engine: managed\n", [], "rollout.engine moved to rollout.engine.name"),
+    ("", ["rollout.workers=2"], "rollout.workers moved to rollout.workers.count"),
+    ("", ["rollout.agent=examples/openai_calculator_agent.py:run"], "rollout.agent moved to rollout.agent.program"),
+    ("", ["rollout.agent_timeout_s=5"], "rollout.agent_timeout_s moved to rollout.agent.timeout_s"),
+    ("rollout:\n  weight_update: vllm_reload\n", [], "rollout.weight_update moved to rollout.engine.weight_update"),
+    ("", ["rollout.worker_cpus=0.5"], "rollout.worker_cpus moved to rollout.workers.cpus"),
+])
+def test_a_moved_key_names_where_it_is_now(recipe, text, overrides, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        load_config(recipe(text), overrides)
+
+
+def test_the_split_rollout_sections_load():
+    """The engine, workers and agent sections, written as a recipe would, land in their fields."""
+    cfg = load_config(None, ["rollout.engine.name=http://127.0.0.1:8000", "rollout.engine.timeout_s=30",
+                             "rollout.workers.count=2", "rollout.workers.cpus=0.5",
+                             "rollout.agent.history=template"])
+    ro = cfg.rollout
+    assert (ro.engine.name, ro.engine.timeout_s, ro.workers.count, ro.workers.cpus, ro.agent.history) == \
+        ("http://127.0.0.1:8000", 30.0, 2, 0.5, "template")
+
+
+@pytest.mark.parametrize("key, value", [("rollout.rng", "step"), ("rollout.agent.history", "drop"),
+                                        ("model.parallel", "zero3"), ("rollout.engine.weight_update", "nccl")])
+def test_a_closed_choice_lists_its_values(key, value):
+    """A `Literal` field refuses any other value at load, and the message lists the values."""
+    with pytest.raises(ConfigError, match=re.escape(key) + rf": '{value}' is not one of \w+, \w+"):
+        load_config(None, [f"{key}={value}"])
 
 
 def test_the_config_is_frozen_and_changes_make_a_new_one():

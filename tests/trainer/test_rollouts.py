@@ -50,7 +50,7 @@ def test_the_docs_show_the_example_backend_as_it_is():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ([f"rollout.backend={EXAMPLE}:OneTaskAtATime", "rollout.workers=2"], "rollout.workers: not with rollout.backend"),
+    ([f"rollout.backend={EXAMPLE}:OneTaskAtATime", "rollout.workers.count=2"], "rollout.workers.count: not with rollout.backend"),
     ([f"rollout.backend={EXAMPLE}:Missing"], "rollout.backend: .* has no function 'Missing'"),
     (["rollout.backend=no_such_file.py:Backend"], "rollout.backend: no such file"),
 ])

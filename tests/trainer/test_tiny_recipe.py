@@ -48,7 +48,7 @@ def test_tiny_recipe_trains(tmp_path, snapshot):
     assert all(f["output"] and f["reward"] < 1 for f in split["failures"])
     assert (tmp_path / "checkpoints" / "rl" / "config.json").exists()
     resolved = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    assert resolved["rollout"]["sync_probe_tol"] == 1e-3  # `0` resolved: the fp32 sampler's tolerance
+    assert resolved["rollout"]["engine"]["sync_probe_tol"] == 1e-3  # `0` resolved: the fp32 sampler's tolerance
     traj = json.loads((tmp_path / "trajectories" / "rl.jsonl").read_text().splitlines()[0])
     assert len(traj["token_ids"]) == len(traj["loss_mask"])
 

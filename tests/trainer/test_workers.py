@@ -44,7 +44,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def setup(cluster):
     # half a CPU each: the training run below starts its own two workers beside these
-    cfg = load_config("recipes/tiny.yaml", ["rollout.rng=episode", "rollout.workers=2", "rollout.worker_cpus=0.5"])
+    cfg = load_config("recipes/tiny.yaml", ["rollout.rng=episode", "rollout.workers.count=2", "rollout.workers.cpus=0.5"])
     tokenizer = load_tokenizer("tiny")
     model = tiny_model(tokenizer, seed=5)  # not the workers' own start (seed 0): the sync must reach them
     spec = get_env(cfg.env.name)
@@ -152,7 +152,7 @@ def test_a_worker_killed_mid_step_costs_only_its_episodes(setup):
     assert _rows(again) == _rows(local)
 
 
-RUN = ["rollout.rng=episode", "rl.steps=2", "rollout.worker_cpus=0.5", "sft.examples=0", "eval.tasks_per_split=2",
+RUN = ["rollout.rng=episode", "rl.steps=2", "rollout.workers.cpus=0.5", "sft.examples=0", "eval.tasks_per_split=2",
        "eval.baselines=false", "rl.algorithm.entropy_coef=0.01"]
 
 
@@ -173,7 +173,7 @@ def in_process(cluster, tmp_path_factory):
 
     def run(k: int = 0):
         if k not in runs:
-            runs[k] = _train(tmp_path_factory.mktemp(f"k{k}"), "rollout.workers=0", f"rl.max_staleness={k}")
+            runs[k] = _train(tmp_path_factory.mktemp(f"k{k}"), "rollout.workers.count=0", f"rl.max_staleness={k}")
         return runs[k]
     return run
 
@@ -203,7 +203,7 @@ def test_a_run_with_two_workers_trains_as_the_run_in_process(in_process, tmp_pat
     the same tokens sampled at every step, so the same rewards, advantages and updates. Only the
     sampler's logprobs may differ in the last bits (fp32 sums in batches of another shape, ~1e-7), and
     through the rollout correction's weights the figures computed from them."""
-    rows, trajectories = _train(tmp_path, "rollout.workers=2")
+    rows, trajectories = _train(tmp_path, "rollout.workers.count=2")
     want_rows, want = in_process()
     assert len(trajectories) == len(want) > 0
     assert trajectories == want
@@ -229,7 +229,7 @@ def test_a_worker_killed_at_any_phase_of_a_real_step(in_process, tmp_path, monke
     with worker 1 back. Mid-sync or mid-probe: Ray restarts it, it loads the version before its probe
     and its episodes, and the run is the in-process run token for token."""
     _armed_runs(monkeypatch, f"worker1.{phase}:{n}")
-    rows, trajectories = _train(tmp_path, "rollout.workers=2", f"rl.max_staleness={k}")
+    rows, trajectories = _train(tmp_path, "rollout.workers.count=2", f"rl.max_staleness={k}")
     want_rows, want = in_process(k)
     rl = {r["step"]: r for r in rows if r.get("stage") == "rl"}
     assert sorted(rl) == [1, 2] and (tmp_path / "eval.json").exists()
@@ -261,8 +261,8 @@ def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k,
     monkeypatch.setattr(CollapseMonitor, "update", lambda self, row: (
         {"event": "collapse_warning", "evidence": {}} if row.step == step else None))
     over = [f"rl.steps={steps}", f"rl.max_staleness={k}", "rl.collapse.actions=[rollback]"]
-    _, want = _train(tmp_path / "in_process", "rollout.workers=0", *over)
-    rows, got = _train(tmp_path / "workers", "rollout.workers=2", *over)
+    _, want = _train(tmp_path / "in_process", "rollout.workers.count=0", *over)
+    rows, got = _train(tmp_path / "workers", "rollout.workers.count=2", *over)
     assert [r["step"] for r in rows if r.get("action") == "rollback" and r["rolled_back"]] == [step]
     assert sorted({t["step"] for t in got}) == list(range(1, steps + 1))
     assert got == want
@@ -270,10 +270,10 @@ def test_a_rollback_reaches_the_workers(cluster, tmp_path, monkeypatch, step, k,
 
 @pytest.mark.slow
 def test_a_dry_run_starts_the_pool_and_probes_every_worker(cluster):
-    """`train --dry-run` with rollout.workers: the pool starts, gets the weights and every worker is
+    """`train --dry-run` with rollout.workers.count: the pool starts, gets the weights and every worker is
     probed on them (the fp32 tolerance)."""
     from agentic_rl.trainer.plan import dry_run
 
-    cfg = load_config("recipes/tiny.yaml", ["rollout.workers=2", "rollout.worker_cpus=0.5"])
+    cfg = load_config("recipes/tiny.yaml", ["rollout.workers.count=2", "rollout.workers.cpus=0.5"])
     [plan] = dry_run(cfg)
     assert plan["rollout_workers"] == 2 and len(set(plan["worker_pids"])) == 2 and plan["worker_probe_gap"] <= 1e-3
