@@ -5,8 +5,9 @@ commit (`python -m tests.guard record CASE`).
 
 The tiny-model cases take seconds and run in `make test`; the calculator case (the real model, SFT
 then 2 GRPO steps, about 7 minutes) is marked slow. Each case runs in a process of its own with its
-float kernels pinned (`tests/guard/__init__.py`); a reference holds on the machine key it was
-recorded with, and elsewhere the case skips, naming what differs.
+float kernels pinned (`tests/guard/__init__.py`); a case keeps a reference per machine key it was
+recorded on (CPU vendor and kernel set, library versions), and on a machine of no recorded key it
+skips, naming what differs.
 """
 
 from __future__ import annotations
@@ -45,20 +46,28 @@ def test_some_fast_case_trains_a_reward_and_clips_and_masks_tokens():
     import json
 
     rows = [json.loads(line) for name in CASES if name.startswith("tiny")
-            for line in (REFERENCE / name / "metrics.jsonl").read_text().splitlines()]
+            for path in sorted((REFERENCE / name).glob("*/metrics.jsonl")) for line in path.read_text().splitlines()]
     rl = [r for r in rows if r.get("stage") == "rl"]
     assert any(r["reward_std"] > 0 and r["trained_tokens"] > 0 for r in rl)
     assert any(r["clip_frac"] > 0 for r in rl)
     assert any(r.get("correction_masked_frac", 0) > 0 for r in rl)
 
 
-def test_a_reference_from_another_machine_key_is_skipped_with_the_field_that_differs(monkeypatch):
+def test_a_reference_from_another_machine_key_is_skipped_with_the_field_that_differs(monkeypatch, tmp_path):
+    """Each recorded key is compared with this machine's: one that matches holds, and with none the
+    message names each field that differs."""
+    import json
+
     import tests.guard as guard
 
     here = guard.machine()
-    monkeypatch.setattr(guard, "machine", lambda: {**here, "cpu_vendor": "SomeOtherVendor"})
-    monkeypatch.setattr(guard, "recorded_machine", lambda name: {**here, "cpu_vendor": "AuthenticAMD"})
+    for label, vendor in (("a", "AuthenticAMD"), ("b", "SomeOtherVendor")):
+        (tmp_path / "tiny" / label).mkdir(parents=True)
+        (tmp_path / "tiny" / label / "machine.json").write_text(json.dumps({**here, "cpu_vendor": vendor}))
+    monkeypatch.setattr(guard, "REFERENCE", tmp_path)
+    monkeypatch.setattr(guard, "machine", lambda: {**here, "cpu_vendor": "ThirdVendor"})
     why = guard.mismatch("tiny")
-    assert why is not None and "cpu_vendor 'AuthenticAMD' there, 'SomeOtherVendor' here" in why
-    monkeypatch.setattr(guard, "recorded_machine", lambda name: {**here, "cpu_vendor": "SomeOtherVendor"})
-    assert guard.mismatch("tiny") is None
+    assert why is not None and "cpu_vendor 'AuthenticAMD' there, 'ThirdVendor' here" in why
+    assert "cpu_vendor 'SomeOtherVendor' there" in why
+    monkeypatch.setattr(guard, "machine", lambda: {**here, "cpu_vendor": "SomeOtherVendor"})
+    assert guard.mismatch("tiny") is None and guard.reference_dir("tiny") == tmp_path / "tiny" / "b"

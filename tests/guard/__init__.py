@@ -11,7 +11,9 @@ code branch fixed (`MKL_CBWR`), since MKL otherwise picks its GEMM kernels by th
 features — an Intel Xeon with AVX-512 and an AMD EPYC with AVX-512 sum a product in different
 orders, under one `get_cpu_capability()`. A reference holds on machines that match the key recorded
 beside it (`machine.json`: CPU vendor, torch's CPU capability, torch and MKL versions, the pinned
-settings); elsewhere the guard skips and names the field that differs.
+settings). A case keeps one reference per machine key, `reference/CASE/VENDOR_CAPABILITY/`, so the
+guard holds on each kind of machine a reference was recorded on; elsewhere it skips and names the
+fields that differ. A deliberate change of behaviour re-records every machine key it has.
 """
 
 from __future__ import annotations
@@ -134,11 +136,14 @@ def _cpu_vendor() -> str:
 
 
 def mismatch(name: str) -> str | None:
-    """Why the reference of `name` cannot hold here (the key fields that differ), or None."""
-    recorded, here = recorded_machine(name) or {}, machine()
-    bad = [f"{k} {recorded.get(k)!r} there, {here.get(k)!r} here" for k in sorted(here.keys() | recorded.keys())
-           if recorded.get(k) != here.get(k)]
-    return f"reference recorded on another machine key ({'; '.join(bad)})" if bad else None
+    """Why no reference of `name` holds here (the key fields that differ from each recorded one), or None."""
+    here = machine()
+    if reference_dir(name) is not None:
+        return None
+    recorded = recorded_machines(name) or [{}]
+    bad = ["; ".join(f"{k} {r.get(k)!r} there, {here.get(k)!r} here" for k in sorted(here.keys() | r.keys())
+                     if r.get(k) != here.get(k)) for r in recorded]
+    return f"reference recorded on another machine key ({' | '.join(bad)})"
 
 
 def run_pinned(name: str, out_dir: Path) -> dict[str, str]:
@@ -173,9 +178,14 @@ def _save_teacher(where: Path) -> None:
     tokenizer.save_pretrained(where)
 
 
+def machine_label(key: dict[str, str]) -> str:
+    """The folder of a machine key's reference: its CPU vendor and torch's kernel set for it."""
+    return f"{key['cpu_vendor']}_{key['cpu_capability']}"
+
+
 def record(name: str, out_dir: Path) -> None:
     files = run_pinned(name, out_dir)
-    where = REFERENCE / name
+    where = REFERENCE / name / machine_label(machine())
     where.mkdir(parents=True, exist_ok=True)
     for old in where.rglob("*"):
         if old.is_file():
@@ -185,12 +195,23 @@ def record(name: str, out_dir: Path) -> None:
         (where / rel).write_text(text)
 
 
+def reference_dir(name: str) -> Path | None:
+    """The folder of the reference of `name` recorded on this machine's key, or None."""
+    here = machine()
+    for path in sorted((REFERENCE / name).glob("*/machine.json")):
+        if json.loads(path.read_text()) == here:
+            return path.parent
+    return None
+
+
 def reference(name: str) -> dict[str, str]:
-    where = REFERENCE / name
+    where = reference_dir(name)
+    if where is None:
+        raise LookupError(f"{name}: {mismatch(name)}")
     return {str(p.relative_to(where)): p.read_text() for p in sorted(where.rglob("*"))
             if p.is_file() and p.name != "machine.json"}
 
 
-def recorded_machine(name: str) -> dict[str, str] | None:
-    path = REFERENCE / name / "machine.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def recorded_machines(name: str) -> list[dict[str, str]]:
+    """The machine keys `name` has a reference for."""
+    return [json.loads(p.read_text()) for p in sorted((REFERENCE / name).glob("*/machine.json"))]

@@ -32,6 +32,8 @@ def main() -> int:
                 continue
             if (why := mismatch(name)) is not None:
                 print(f"{name}: {why}")
+                failed += 1
+                continue
             got, want = run_pinned(name, Path(tmp) / name), reference(name)
             bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             print(f"{name}: {'identical' if not bad else 'DIFFERS in ' + ', '.join(bad)}")
