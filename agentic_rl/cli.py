@@ -78,13 +78,23 @@ def _results_parsers(sub) -> None:
     m.add_argument("runs", nargs="+", help="run folders (eval.json), eval files (eval_*.json) or seeds folders (seeds.json)")
     m.add_argument("--stage", default="", help="the stage of a run folder to compare (default: its last: rl, sft, ...)")
     m.add_argument("--plot", default="", metavar="PNG", help="also draw the comparison into this PNG file")
+    j = sub.add_parser("judge-agreement", help="an LLM judge's verdicts on a run's episodes against the env's "
+                                               "verifier: accuracy and Cohen's kappa")
+    j.add_argument("episodes", help="a run folder (its trajectories/*.jsonl) or one trajectory file")
+    j.add_argument("--judge", default="smollm2", help="the judge: a model (smollm2, tiny, a local directory), "
+                                                       "or the model name a --url serves")
+    j.add_argument("--url", default="", help="an OpenAI-compatible server's /v1 URL to ask instead of a local model")
+    j.add_argument("--rubric", default="", help="the rubric the judge grades by (default: correct and complete)")
+    j.add_argument("--limit", type=int, default=64, help="episodes to grade, in file order (0 = all)")
+    j.add_argument("--min-reward", type=float, default=1.0, help="a verifier reward at least this passes")
+    j.add_argument("--out", default="", help="where to write the JSON (default: judge_agreement.json beside the episodes)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"train": _train, "sft": _train, "eval": _eval, "sandbox": _sandbox, "report": _report,
                "view": _report, "check-env": _check_env, "serve": _serve, "compare": _compare,
-               "seeds": _seeds}[args.command]
+               "seeds": _seeds, "judge-agreement": _judge_agreement}[args.command]
     return handler(args)
 
 
@@ -287,3 +297,30 @@ def _summary(results: dict) -> dict:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _judge_agreement(args) -> int:
+    from agentic_rl.rewards.agreement import judge_agreement, load_episodes
+    from agentic_rl.rewards.judge import DEFAULT_RUBRIC, EmbeddedJudge, LLMJudge, OpenAIJudge
+
+    where = Path(args.episodes)
+    try:
+        episodes = load_episodes(where, args.limit)
+    except UserError as e:
+        return _error(e)
+    if args.url:
+        engine = OpenAIJudge(args.url, args.judge)
+    else:
+        from agentic_rl.models.loader import load_model
+
+        engine = EmbeddedJudge(*load_model(args.judge))
+    result = judge_agreement(LLMJudge(engine, args.rubric or DEFAULT_RUBRIC), episodes, args.min_reward)
+    out = Path(args.out) if args.out else (where if where.is_dir() else where.parent) / "judge_agreement.json"
+    out.write_text(json.dumps({"judge": args.url or args.judge, "episodes_from": str(where), **result.to_json()},
+                              indent=2))
+    lo, hi = result.accuracy_interval
+    print(f"judge {args.judge}: accuracy {result.accuracy:.3f} [{lo:.3f}, {hi:.3f}], kappa {result.kappa:.3f} "
+          f"on {result.episodes} episodes ({result.judge_failures} the judge could not grade); "
+          f"verifier passes {result.verifier_pass_rate:.2f}, judge {result.judge_pass_rate:.2f}")
+    print(f"wrote {out}")
+    return 0
