@@ -23,6 +23,8 @@ differently:
     - `agent`: an agent program trained through the recording proxy raised, never called the
       model, or ran past `rollout.agent.timeout_s` (`rollout/agents.py`; an agent returns a low
       reward for what the policy got wrong, and a refusal at the episode's budget is a truncation).
+    - `judge`: an LLM judge could not grade the episode: its engine raised or timed out, or it wrote
+      no score (`rewards/judge.py`, `JudgeError`; tried twice, as every reward is).
 
 A tool or env signals the machine's fault by raising `InfrastructureError` (or a subclass); any
 other exception from a tool is the policy's call going wrong.
@@ -54,7 +56,7 @@ class InfrastructureError(Exception):
     kind = "tool_backend"
 
 
-INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "engine", "worker", "agent")
+INFRA_KINDS = ("reset", "env_step", "reward", "sandbox_start", "tool_backend", "engine", "worker", "agent", "judge")
 
 
 @contextlib.contextmanager

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentic_rl.errors import UserFileError
-from agentic_rl.rewards.judge import LLMJudge
+from agentic_rl.rewards.judge import JudgeError, LLMJudge, complete_many
 from agentic_rl.types import Trajectory
 
 
@@ -79,13 +79,16 @@ def agreement(judge: Sequence[bool], verifier: Sequence[bool], failures: int = 0
         verifier_only=sum(v and not j for j, v in zip(judge, verifier)))
 
 
-def judge_agreement(judge: LLMJudge, episodes: Iterable[Trajectory], min_reward: float = 1.0,
+def judge_agreement(judge: LLMJudge, episodes: Sequence[Trajectory], min_reward: float = 1.0,
                     threshold: float = 0.5) -> Agreement:
-    """The judge's pass (score >= `threshold`) against the verifier's (reward >= `min_reward`) on `episodes`."""
+    """The judge's pass (score >= `threshold`) against the verifier's (reward >= `min_reward`) on
+    `episodes`, graded in one batch."""
+    answers = complete_many(judge.engine, [judge.messages(t.task, judge.response(t)) for t in episodes])
     verdicts, truth, failures = [], [], 0
-    for t in episodes:
-        score = judge(t.task, t)
-        if score.error:
+    for t, answer in zip(episodes, answers):
+        try:
+            score = judge.parse(answer)
+        except JudgeError:
             failures += 1
             continue
         verdicts.append(score.value >= threshold)

@@ -1,32 +1,63 @@
 """LLM-as-judge: a rubric prompt answered by any chat model, parsed into a score in [0, 1].
 
-The judge is an `engine` with one method, `complete(messages) -> str`: the embedded model
-(`EmbeddedJudge`, any local HF model with a chat template), or any OpenAI-compatible server
-(`OpenAIJudge`: vLLM, llama.cpp, an API). A judge that fails — it raises, times out, or writes no
-parsable score — yields `Score(0, {"judge_error": 1}, error=...)`: the episode keeps its data, the
-error is counted in the metrics, and it is never mistaken for a real zero.
+The judge is an `engine` with `complete(messages) -> str` and, to grade many episodes at once,
+`complete_many(conversations) -> [str | Exception]`: the embedded model (`EmbeddedJudge`, any local
+HF model with a chat template, every prompt of a batch decoded together), or any OpenAI-compatible
+server (`OpenAIJudge`: vLLM, llama.cpp, our `agentic-rl serve`, an API; requests in parallel, each
+with its timeout). `CachedJudge` keeps each answer by the prompt's content, so an episode graded
+once is never graded again (a group's fallback, a re-scored episode, a resumed step).
+
+A judge that fails — its engine raises or times out, or it writes no parsable score — raises
+`JudgeError`: an infrastructure failure of kind `judge` (`faults.py`). The episode leaves the loss and
+its group's statistics; it is never mistaken for a real zero. `prepare(groups)` grades a whole
+step's episodes in one batch before they are scored one by one (`rewards/scoring.py`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import urllib.request
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentic_rl.faults import InfrastructureError
 from agentic_rl.rewards.base import Score
-from agentic_rl.types import Task, Trajectory
+from agentic_rl.types import Task, Trajectory, TrajectoryGroup
+
+Messages = Sequence[Mapping[str, str]]
 
 DEFAULT_RUBRIC = ("Judge whether the response answers the question correctly and completely. "
                   "Give 10 for a fully correct answer, 0 for a wrong or missing one.")
 _SYSTEM = "You are a strict, fair grader. Read the task and the response, then grade it."
 
 
+class JudgeError(InfrastructureError):
+    """The judge could not grade an episode: the machine's failure, not the policy's."""
+
+    kind = "judge"
+
+
 class JudgeEngine(Protocol):
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> str: ...
+    def complete(self, messages: Messages) -> str: ...
+
+
+def complete_many(engine: JudgeEngine, conversations: Sequence[Messages]) -> list[str | Exception]:
+    """Each conversation's answer, or the exception its request raised: in one batch where the engine
+    has `complete_many`, else one at a time."""
+    if hasattr(engine, "complete_many"):
+        return engine.complete_many(conversations)
+    out: list[str | Exception] = []
+    for messages in conversations:
+        try:
+            out.append(engine.complete(messages))
+        except Exception as e:  # noqa: BLE001 - kept per conversation; the caller decides
+            out.append(e)
+    return out
 
 
 def parse_score(text: str, scale: float) -> float | None:
@@ -60,22 +91,33 @@ class LLMJudge:
     whole_episode: bool = False
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
-        response = ("\n".join(t.action_text for t in trajectory.turns) if self.whole_episode
-                    else trajectory.final_text)
-        return self.grade(task, response)
+        return self.grade(task, self.response(trajectory))
 
-    def grade(self, task: Task, response: str, context: str = "") -> Score:
+    def response(self, trajectory: Trajectory) -> str:
+        return "\n".join(t.action_text for t in trajectory.turns) if self.whole_episode else trajectory.final_text
+
+    def prepare(self, groups: Sequence[TrajectoryGroup]) -> None:
+        """Grades every episode of `groups` in one batch, so a `CachedJudge` answers the scoring that
+        follows from memory (without a cache this only costs the batch: the answers are not kept)."""
+        complete_many(self.engine, [self.messages(g.task, self.response(t)) for g in groups for t in g.trajectories])
+
+    def messages(self, task: Task, response: str, context: str = "") -> list[dict[str, str]]:
         reference = f"\nReference answer: {task.answer}" if task.answer is not None else ""
         prompt = (f"Task: {task.prompt}{reference}\n{context}\nResponse:\n{response}\n\nRubric: {self.rubric}\n"
                   f"End with a line 'Score: N' where N is from 0 to {self.scale:g}.")
-        try:
-            text = self.engine.complete([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}])
-        except Exception as e:  # noqa: BLE001 - a judge outage is recorded per episode, never a crash
-            return Score(0.0, {"judge_error": 1.0}, error=f"judge failed: {type(e).__name__}: {e}")
-        value = parse_score(text, self.scale)
+        return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}]
+
+    def grade(self, task: Task, response: str, context: str = "") -> Score:
+        """The judge's score; raises `JudgeError` when it cannot give one."""
+        return self.parse(complete_many(self.engine, [self.messages(task, response, context)])[0])
+
+    def parse(self, answer: str | Exception) -> Score:
+        if isinstance(answer, Exception):
+            raise JudgeError(f"judge failed: {type(answer).__name__}: {answer}") from answer
+        value = parse_score(answer, self.scale)
         if value is None:
-            return Score(0.0, {"judge_error": 1.0}, error=f"judge wrote no score: {text[:200]!r}")
-        return Score(value, {"judge_score": value, "judge_error": 0.0})
+            raise JudgeError(f"judge wrote no score: {answer[:200]!r}")
+        return Score(value, {"judge_score": value})
 
 
 @dataclass(frozen=True)
@@ -88,12 +130,12 @@ class JudgeTurns:
     weight: float = 0.2
 
     def __call__(self, trajectory: Trajectory) -> list[float]:
-        rewards = []
-        for k, turn in enumerate(trajectory.turns):
-            context = f"This is step {k + 1} of the response; the tool returned: {turn.observation[:500]!r}"
-            s = self.judge.grade(trajectory.task, turn.action_text, context)
-            rewards.append(0.0 if s.error else self.weight * (s.value - 0.5))
-        return rewards
+        """One reward per turn, every turn graded in one batch; raises `JudgeError` if a turn cannot be."""
+        j = self.judge
+        conversations = [j.messages(trajectory.task, turn.action_text, f"This is step {k + 1} of the response; "
+                                    f"the tool returned: {turn.observation[:500]!r}")
+                         for k, turn in enumerate(trajectory.turns)]
+        return [self.weight * (j.parse(a).value - 0.5) for a in complete_many(j.engine, conversations)]
 
 
 class EmbeddedJudge:
@@ -104,15 +146,25 @@ class EmbeddedJudge:
 
         self.engine, self.tokenizer, self.max_new_tokens = HFEngine(model, tokenizer, precision), tokenizer, max_new_tokens
 
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
+    def complete(self, messages: Messages) -> str:
+        return self.complete_many([messages])[0]
+
+    def complete_many(self, conversations: Sequence[Messages]) -> list[str]:
+        """Every conversation decoded in one greedy batch."""
         from agentic_rl.engines.base import SamplingParams
 
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
-        ids = ids["input_ids"] if isinstance(ids, Mapping) else ids
-        out: list[str] = []
-        self.engine.session(0).run({0: list(ids)}, SamplingParams(0.0, 1.0, self.max_new_tokens),
-                                   lambda row, sample: out.append(sample.text))
-        return out[0] if out else ""
+        rows = {}
+        for i, messages in enumerate(conversations):
+            ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+            rows[i] = list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+        out = [""] * len(rows)
+
+        def on_stop(row, sample):
+            out[row] = sample.text  # None: the row ends here
+
+        if rows:
+            self.engine.session(0).run(rows, SamplingParams(0.0, 1.0, self.max_new_tokens), on_stop)
+        return out
 
 
 @dataclass(frozen=True)
@@ -126,7 +178,19 @@ class OpenAIJudge:
     timeout_s: float = 30.0
     max_tokens: int = 256
 
-    def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
+    concurrency: int = 8  # requests in flight at once for `complete_many`
+
+    def complete_many(self, conversations: Sequence[Messages]) -> list[str | Exception]:
+        def one(messages):
+            try:
+                return self.complete(messages)
+            except Exception as e:  # noqa: BLE001 - kept per conversation
+                return e
+
+        with ThreadPoolExecutor(max(1, min(self.concurrency, len(conversations)))) as pool:
+            return list(pool.map(one, conversations))
+
+    def complete(self, messages: Messages) -> str:
         body = json.dumps({"model": self.model, "messages": list(messages), "temperature": 0.0,
                            "max_tokens": self.max_tokens}).encode()
         headers = {"Content-Type": "application/json"}
@@ -135,3 +199,32 @@ class OpenAIJudge:
         request = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions", body, headers)
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - the user's endpoint
             return json.loads(response.read())["choices"][0]["message"]["content"]
+
+
+class CachedJudge:
+    """A judge engine whose answers are kept by the prompt's content: the same prompt is asked once."""
+
+    def __init__(self, engine: JudgeEngine, max_items: int = 100_000):
+        self.engine, self.max_items = engine, max_items
+        self.answers: dict[str, str] = {}
+        self.asked = 0  # prompts sent to the engine (the rest came from memory)
+
+    @staticmethod
+    def key(messages: Messages) -> str:
+        return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()
+
+    def complete(self, messages: Messages) -> str:
+        answer = self.complete_many([messages])[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def complete_many(self, conversations: Sequence[Messages]) -> list[str | Exception]:
+        keys = [self.key(m) for m in conversations]
+        todo = {k: m for k, m in zip(keys, conversations) if k not in self.answers}  # each new prompt once
+        self.asked += len(todo)
+        fresh = dict(zip(todo, complete_many(self.engine, list(todo.values())))) if todo else {}
+        for k, answer in fresh.items():
+            if not isinstance(answer, Exception) and len(self.answers) < self.max_items:
+                self.answers[k] = answer  # a failure is not kept: asked again next time
+        return [self.answers[k] if k in self.answers else fresh[k] for k in keys]

@@ -10,7 +10,7 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from agentic_rl.faults import Timeout, deadline
+from agentic_rl.faults import InfrastructureError, Timeout, deadline
 from agentic_rl.rewards.base import RewardFn, Score
 from agentic_rl.types import Trajectory, TrajectoryGroup
 
@@ -24,8 +24,9 @@ def score_trajectory(reward_fn: RewardFn, t: Trajectory, score: Score | None = N
         try:
             score = _score(reward_fn, t, timeout_s)
         except Exception as e:  # noqa: BLE001 - a broken verifier costs this episode only, and never trains
+            kind = e.kind if isinstance(e, InfrastructureError) else "reward"  # a judge's outage names itself
             return dataclasses.replace(t, reward=0.0, error=f"reward failed: {type(e).__name__}: {e}",
-                                       infra_failure="reward")
+                                       infra_failure=kind)
     details = dict(score.details)
     if score.error:  # an undecided score stays in the data with its reason, flagged for the metrics
         details["reward_error"] = 1.0
@@ -69,7 +70,13 @@ def _check_score(score) -> None:
 
 def score_groups(reward_fn: RewardFn, groups: Sequence[TrajectoryGroup], timeout_s: float = 0.0) -> list[TrajectoryGroup]:
     """Per trajectory, or per group when the reward has `score_group` (self-consistency needs the
-    whole group); a group reward that raises falls back to scoring each trajectory alone."""
+    whole group); a group reward that raises falls back to scoring each trajectory alone. A reward
+    with `prepare(groups)` (an LLM judge) first does the whole step's work in one batch."""
+    if hasattr(reward_fn, "prepare"):
+        try:
+            reward_fn.prepare(groups)
+        except Exception:  # noqa: BLE001 - each trajectory is then scored (and its failure kept) alone
+            pass
     out = []
     for g in groups:
         scores = [None] * len(g.trajectories)

@@ -9,7 +9,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from agentic_rl.rewards.judge import EmbeddedJudge, JudgeTurns, LLMJudge, OpenAIJudge, parse_score
+from agentic_rl.rewards.judge import (
+    CachedJudge,
+    EmbeddedJudge,
+    JudgeError,
+    JudgeTurns,
+    LLMJudge,
+    OpenAIJudge,
+    parse_score,
+)
 from agentic_rl.rewards.scoring import score_trajectory
 
 
@@ -73,18 +81,58 @@ def test_openai_compatible_endpoint(episode, monkeypatch):
     assert body["model"] == "judge-model" and "Reference answer: 12" in body["messages"][1]["content"]
 
 
-def test_failures_are_recorded_errors(episode):
+def test_a_judge_that_cannot_grade_is_the_machines_failure_never_a_zero(episode):
+    """Down, or answering without a score: `JudgeError`, and scoring marks the episode an
+    infrastructure failure of kind judge (it leaves the loss) instead of a reward of 0."""
     t = episode("<answer>12</answer>")
-    down = LLMJudge(OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout_s=2))(t.task, t)  # nothing listens on port 9
-    assert down.error and down.details["judge_error"] == 1.0
+    with pytest.raises(JudgeError, match="judge failed: URLError"):
+        LLMJudge(OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout_s=2))(t.task, t)  # nothing listens on port 9
     server = _Server("I cannot grade this.")
     try:
-        vague = LLMJudge(OpenAIJudge(server.url, "m"))(t.task, t)
+        with pytest.raises(JudgeError, match="judge wrote no score"):
+            LLMJudge(OpenAIJudge(server.url, "m"))(t.task, t)
     finally:
         server.close()
-    assert vague.error.startswith("judge wrote no score")
     scored = score_trajectory(LLMJudge(OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout_s=2)), t)
-    assert scored.reward_details["reward_error"] == 1.0 and scored.error.startswith("reward: judge failed")
+    assert scored.infra_failure == "judge" and scored.error.startswith("reward failed: JudgeError")
+
+
+class _Counting:
+    """A judge engine that answers 'Score: 7' and counts what it was asked, batch by batch."""
+
+    def __init__(self, fail_on: str = ""):
+        self.batches, self.fail_on = [], fail_on
+
+    def complete_many(self, conversations):
+        self.batches.append(len(conversations))
+        return [RuntimeError("down") if self.fail_on and self.fail_on in c[-1]["content"] else "Score: 7"
+                for c in conversations]
+
+
+def test_a_step_is_graded_in_one_batch_and_each_prompt_once(episode):
+    """`score_groups` lets the judge grade the whole step first (one batch of 4); the scoring after
+    it, episode by episode, is answered from the cache: the engine saw each prompt once."""
+    from agentic_rl.rewards.scoring import score_groups
+    from agentic_rl.types import TrajectoryGroup
+
+    engine = _Counting()
+    judge = LLMJudge(CachedJudge(engine))
+    a, b = episode("<answer>12</answer>"), episode("<answer>13</answer>")
+    groups = [TrajectoryGroup(a.task, (a, b)), TrajectoryGroup(b.task, (b, a))]
+    scored = score_groups(judge, groups)
+    assert engine.batches == [2] and judge.engine.asked == 2  # two distinct prompts among the four episodes
+    assert [t.reward for g in scored for t in g.trajectories] == [pytest.approx(0.7)] * 4
+
+
+def test_a_failed_answer_is_not_cached_and_costs_only_its_episode(episode):
+    from agentic_rl.rewards.scoring import score_groups
+    from agentic_rl.types import TrajectoryGroup
+
+    engine = _Counting(fail_on="<answer>13</answer>")
+    a, b = episode("<answer>12</answer>"), episode("<answer>13</answer>")
+    scored = score_groups(LLMJudge(CachedJudge(engine)), [TrajectoryGroup(a.task, (a, b))])
+    assert [t.infra_failure for t in scored[0].trajectories] == [None, "judge"]
+    assert engine.batches == [2, 1, 1]  # the step's batch; b asked again, twice (a reward is tried twice)
 
 
 def test_judge_turns_as_process_rewards(episode):
@@ -97,8 +145,16 @@ def test_judge_turns_as_process_rewards(episode):
 
 
 def test_the_embedded_model_as_judge(tiny, tokenizer, episode):
-    """A real local model answers the rubric prompt; the tiny random one writes noise, so the result
-    is a recorded error or a parsed score — never an exception."""
+    """A real local model answers the rubric prompt, a batch of prompts decoded together; the tiny
+    random one writes noise, so each answer is a parsed score or a `JudgeError` — never a zero."""
     t = episode("<answer>12</answer>")
-    s = LLMJudge(EmbeddedJudge(tiny, tokenizer, max_new_tokens=8, precision="fp32"))(t.task, t)
-    assert (s.error is not None and s.details["judge_error"] == 1.0) or 0 <= s.value <= 1
+    judge = EmbeddedJudge(tiny, tokenizer, max_new_tokens=8, precision="fp32")
+    prompts = [LLMJudge(judge).messages(t.task, r) for r in ("12", "13", "14")]
+    answers = judge.complete_many(prompts)
+    assert len(answers) == 3 and all(isinstance(a, str) for a in answers)
+    assert answers[0] == judge.complete(prompts[0])  # greedy: a row decodes alone as in its batch
+    try:
+        s = LLMJudge(judge)(t.task, t)
+        assert 0 <= s.value <= 1
+    except JudgeError:
+        pass
