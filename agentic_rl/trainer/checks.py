@@ -255,7 +255,7 @@ def _check_env(env: EnvConfig) -> None:
 def _check_splits(cfg: Config) -> None:
     """RL, SFT and eval splits exist in the env, and training never draws from a split that is
     evaluated or held out (named `heldout...`), whether or not this recipe evaluates it."""
-    known = get_env(cfg.env.name).splits
+    known = resolve_env(cfg.env.name, cfg.env.options).splits  # a bound spec's own (search_r1: synth)
     trained = (("rl.tasks.splits", cfg.rl.tasks.splits), ("sft.split", [cfg.sft.split] if cfg.sft.examples else []))
     for key, splits in (*trained, ("eval.splits", cfg.eval.splits)):
         unknown = [s for s in splits if s not in known]

@@ -11,19 +11,25 @@ Options (a recipe's `env.options`):
   search            false: no search action at all (the paper's no-retrieval baseline)
   format_weight     the gated format term of the reward (default 0.1)
   fewshot           prepend two worked examples (one- and two-hop) as real chat turns
+  synth_tasks       a task file of `agentic-rl synth webshaper` (JSONL): the `synth` split draws from it
+
+Splits: `train`, `heldout_in`, `heldout_out` (data/search_qa.py); `synth` (with `synth_tasks`), the
+synthesized questions of that file (for RL: they have no demonstration); `heldout_multihop`, WebShaper questions of two
+and three layers about held-out entities, made here (synth/webshaper.py), never in `synth`'s files.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentic_rl.data import search_qa as data
 from agentic_rl.envs.base import ToolEnv
 from agentic_rl.envs.formats import SEARCH_R1
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.errors import UserError
 from agentic_rl.faults import InfrastructureError
 from agentic_rl.rewards.base import Score, extract_answer
 from agentic_rl.types import Task, Trajectory
@@ -83,6 +89,9 @@ class ExactMatchReward:
 
 
 def demonstration(task: Task, env: SearchEnv) -> list[dict]:
+    if "chain" not in task.meta:
+        raise UserError(f"env search_r1: task {task.id} (a synthesized question) has no demonstration; "
+                        "its split trains by RL (rl.tasks.splits), not SFT")
     return data.demonstration(task, env.search)
 
 
@@ -95,13 +104,47 @@ def fewshot_messages(top_k: int, max_chars: int) -> tuple[dict, ...]:
     return tuple(m for t in picks for m in [{"role": "user", "content": t.prompt}, *demonstration(t, env)])
 
 
+def make_tasks(split: str, n: int, seed: int, synth_file: str = "") -> list[Task]:
+    if split == "heldout_multihop":
+        from agentic_rl.synth.webshaper import synthesize
+
+        return synthesize(n, seed, "heldout_multihop")
+    if split == "synth":
+        return _synth_tasks(synth_file, n, seed)
+    return data.make_tasks(n, seed, split)
+
+
+def _synth_tasks(path: str, n: int, seed: int) -> list[Task]:
+    """`n` tasks of the file, drawn with replacement by seed (a file smaller than a run's draws repeats)."""
+    import random
+
+    from agentic_rl.synth.files import read_tasks
+
+    if not path:
+        raise UserError("env search_r1: the synth split reads env.options.synth_tasks (a file of "
+                        "`agentic-rl synth webshaper`); none is named")
+    pool = read_tasks(path)
+    rng = random.Random(f"search_r1/synth/{seed}")
+    return [pool[rng.randrange(len(pool))] for _ in range(n)]
+
+
+def bind(options: Mapping[str, Any]) -> EnvSpec:
+    """The spec with a `synth` split reading the options' task file, where they name one."""
+    synth_file = str(options.get("synth_tasks", ""))
+    if not synth_file:
+        return replace(SPEC, bind=None)
+    return replace(SPEC, tasks=lambda split, n, seed: make_tasks(split, n, seed, synth_file), bind=None,
+                   splits=(*SPEC.splits, "synth"))
+
+
 SPEC = EnvSpec(
     name="search_r1",
     make_env=SearchEnv,
     make_reward=lambda options: ExactMatchReward(float(options.get("format_weight", 0.1))),
-    tasks=lambda split, n, seed: data.make_tasks(n, seed, split),
-    splits=data.SPLITS,
-    options=("top_k", "max_chars", "corpus", "search", "format_weight"),
+    tasks=make_tasks,
+    splits=(*data.SPLITS, "heldout_multihop"),  # and "synth" with env.options.synth_tasks (`bind`)
+    options=("top_k", "max_chars", "corpus", "search", "format_weight", "synth_tasks"),
     demonstration=demonstration,
+    bind=bind,
 )
 SPECS = (SPEC,)

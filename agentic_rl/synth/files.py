@@ -1,0 +1,37 @@
+"""Task files of `agentic-rl synth`: one JSON object a line with `id`, `prompt`, `answer` and `meta`
+(what the `tasks` env reads too: its `prompt` and `answer` columns)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentic_rl.errors import UserDataError, UserFileError
+from agentic_rl.types import Task
+
+
+def write_tasks(path: str | Path, tasks: Sequence[Task]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"id": t.id, "prompt": t.prompt, "answer": t.answer, "meta": dict(t.meta)})
+                            + "\n" for t in tasks))
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserFileError(f"task file not found: {path}")
+    tasks = []
+    for k, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tasks.append(Task(str(row["id"]), str(row["prompt"]), row["answer"], row.get("meta", {})))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise UserDataError(f"{path}:{k}: expected a task object with id, prompt and answer "
+                                f"({type(e).__name__}: {e})") from None
+    if not tasks:
+        raise UserDataError(f"{path}: no tasks")
+    return tasks
