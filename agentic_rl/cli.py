@@ -303,9 +303,6 @@ def _summary(results: dict) -> dict:
     return {name: stage(r) if name not in ("timing_s", "graduation") else r for name, r in results.items()}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _judge_agreement(args) -> int:
     from agentic_rl.rewards.agreement import judge_agreement, load_episodes
@@ -354,3 +351,7 @@ def _synth(args) -> int:
     print(f"wrote {len(tasks)} questions to {args.out} in {time.perf_counter() - start:.1f}s "
           f"(layers: {', '.join(f'{k}: {v}' for k, v in sorted(by_layers.items()))})")
     return 0 if len(tasks) == args.n else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -114,6 +114,20 @@ class RolloutConfig:
 
 
 @dataclass(frozen=True)
+class CPTConfig:
+    """Agentic continual pre-training (docs/synth.md): next-token loss on a text corpus, before SFT."""
+
+    corpus: str = ""  # a JSONL with a "text" on every line (`agentic-rl synth fas|has` writes one); "" = off
+    lr: float = 2e-5
+    epochs: int = 1
+    batch_size: int = 8  # rows per micro-batch
+    grad_accum: int = 1
+    pack: int = 1024  # texts packed whole into rows of at most this many tokens (0: one text a row)
+    max_tokens: int = 1024  # a longer text is cut to this many tokens
+    seed: int = 1
+
+
+@dataclass(frozen=True)
 class SFTConfig:
     examples: int = 0  # demonstrations to train on (the env's own, or the first N of `data`); 0 skips SFT
     data: str = ""  # a JSONL of OpenAI-style conversations or of trajectory records; "" = env demonstrations
@@ -327,6 +341,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    cpt: CPTConfig = field(default_factory=CPTConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
@@ -343,6 +358,7 @@ class Config:
 # the smallest value of each bounded integer field
 _AT_LEAST = {
     "sft.examples": 0, "sft.batch_size": 1, "sft.grad_accum": 1, "sft.epochs": 1,
+    "cpt.epochs": 1, "cpt.batch_size": 1, "cpt.grad_accum": 1, "cpt.pack": 0, "cpt.max_tokens": 2,
     "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
     "rollout.workers.count": 0,
     "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
@@ -450,6 +466,7 @@ def _check_ranges(cfg: Config) -> None:
         (alg.kl_coef >= 0 and alg.entropy_coef >= 0, "rl.algorithm.kl_coef and rl.algorithm.entropy_coef must be >= 0"),
         (rl.optim.lr > 0, "rl.optim.lr must be > 0"),
         (cfg.sft.lr > 0, "sft.lr must be > 0"),
+        (cfg.cpt.lr > 0, "cpt.lr must be > 0"),
         (0 <= cfg.sft.heldout < 1, "sft.heldout must be in [0, 1)"),
         (not (cfg.sft.mix and cfg.sft.data), "sft.mix: mixes the env's demonstrations; it does not apply to sft.data"),
         (not rl.critic.model or rl.critic.kind == "model", "rl.critic.model is only used with rl.critic.kind: model"),

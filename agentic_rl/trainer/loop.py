@@ -39,6 +39,7 @@ from agentic_rl.trainer.distributed import world as current_world
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.rl_loop import run_rl, sync_probe
+from agentic_rl.trainer.cpt import run_cpt
 from agentic_rl.trainer.sft import run_sft
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, restore_rng
 
@@ -86,7 +87,8 @@ def train(cfg: Config, resume: str | None = None) -> dict:
 
 
 def _stages(run: Run, saved) -> dict:
-    """Baselines, SFT, RL and the held-out evaluations, each skipped when a resumed run has it."""
+    """Baselines, continual pre-training, SFT, RL and the held-out evaluations, each skipped when a
+    resumed run has it."""
     cfg, tokenizer, logger, store, progress = run.cfg, run.tokenizer, run.logger, run.store, run.progress
 
     if cfg.eval.baselines and "baselines" not in progress.stages:
@@ -94,6 +96,11 @@ def _stages(run: Run, saved) -> dict:
         if not cfg.rollout.agent.program:  # an agent program brings its own prompt: a few-shot one is the same run
             run.held_out("base_few_shot", fewshot=True)
         run.done("baselines", weights=False)
+    if cfg.cpt.corpus and "cpt" not in progress.stages:
+        run.timed("cpt", lambda: run_cpt(run, saved))
+        checked_sync(run.engine, run.model, sync_probe(run.engine, tokenizer, cfg))
+        run.save_weights("cpt")
+        run.done("cpt", weights=True)
     if (cfg.sft.examples or cfg.sft.data) and "sft" not in progress.stages:
         losses = run.timed("sft", lambda: run_sft(run, saved))
         checked_sync(run.engine, run.model, sync_probe(run.engine, tokenizer, cfg))

@@ -65,10 +65,11 @@ class Progress:
     """The small, readable part of a state (progress.json)."""
 
     seq: int = 0
-    stages: list[str] = field(default_factory=list)  # "baselines", "sft", "rl" once finished
+    stages: list[str] = field(default_factory=list)  # "baselines", "cpt", "sft", "rl" once finished
     rl_step: int = 0
     sft_step: int = 0  # SFT optimizer steps done (states every checkpoint.sft_every steps)
     sft_losses: list[float] = field(default_factory=list)  # their losses, for the graduation report
+    cpt_step: int = 0  # continual pre-training optimizer steps done (states every checkpoint.sft_every steps)
     rl_adapter: bool = False  # the weights are in RL's shape (LoRA: the SFT adapter merged, a fresh one on)
     results: dict = field(default_factory=lambda: {"timing_s": {}})
     remedied: dict = field(default_factory=dict)  # RL knobs a remediation changed, with their live values
