@@ -34,12 +34,12 @@ from agentic_rl.monitor.logger import MetricsLogger, SilentLogger, write_readabl
 from agentic_rl.monitor.report import write_report
 from agentic_rl.trainer.checks import check_config
 from agentic_rl.trainer.config import Config, ModelConfig, to_dict, with_values
+from agentic_rl.trainer.cpt import run_cpt
 from agentic_rl.trainer.distributed import World, init_world
 from agentic_rl.trainer.distributed import world as current_world
 from agentic_rl.trainer.evaluate import accuracies, evaluate
 from agentic_rl.trainer.graduation import graduation_report
 from agentic_rl.trainer.rl_loop import run_rl, sync_probe
-from agentic_rl.trainer.cpt import run_cpt
 from agentic_rl.trainer.sft import run_sft
 from agentic_rl.trainer.state import Progress, SavedState, StateStore, restore_rng
 
