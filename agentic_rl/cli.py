@@ -53,14 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also record episodes: /episodes/{id}/v1/chat/completions, their rows and rewards (docs/proxy.md)")
     g.add_argument("--history", default="keep", choices=("keep", "template"),
                    help="recorded replies sent back: as sampled (keep) or as the chat template renders them (template)")
-    y = sub.add_parser("synth", help="synthesize training data: webshaper (formal multi-hop questions, a task file)")
-    y.add_argument("kind", choices=("webshaper",))
-    y.add_argument("--out", required=True, help="the file to write (JSONL)")
-    y.add_argument("--n", type=int, default=200, help="how many items")
-    y.add_argument("--seed", type=int, default=1)
-    y.add_argument("--split", default="train", help="webshaper: train (the entities Search-R1 trains on) or "
-                                                    "heldout_multihop (its held-out ones)")
-    y.add_argument("--layers", default="2,3", help="webshaper: the layers (retrievals) a question may take, e.g. 2,3")
+    from agentic_rl.synth.command import add_parser as add_synth
+
+    add_synth(sub)
     c = sub.add_parser("check-env", help="conformance checks of an env (no model needed)")
     c.add_argument("name", help="a registered env, e.g. calculator")
     c.add_argument("--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
@@ -305,12 +300,13 @@ def _summary(results: dict) -> dict:
 
 
 def _judge_agreement(args) -> int:
-    from agentic_rl.rewards.agreement import judge_agreement, load_episodes
+    from agentic_rl.monitor.trajectories import read_episodes
+    from agentic_rl.rewards.agreement import judge_agreement
     from agentic_rl.rewards.judge import DEFAULT_RUBRIC, EmbeddedJudge, LLMJudge, OpenAIJudge
 
     where = Path(args.episodes)
     try:
-        episodes = load_episodes(where, args.limit)
+        episodes = read_episodes(where, args.limit)
     except UserError as e:
         return _error(e)
     if args.url:
@@ -332,25 +328,12 @@ def _judge_agreement(args) -> int:
 
 
 def _synth(args) -> int:
-    import time
-    from collections import Counter
-
-    from agentic_rl.synth.files import write_tasks
-    from agentic_rl.synth.webshaper import SPLITS, synthesize
+    from agentic_rl.synth.command import run
 
     try:
-        layers = [int(x) for x in args.layers.split(",")]
-    except ValueError:
-        return _error(UserError(f"--layers: expected comma-separated integers, got {args.layers!r}"))
-    if args.split not in SPLITS or min(layers) < 1:
-        return _error(UserError(f"--split must be one of {', '.join(SPLITS)} and --layers >= 1"))
-    start = time.perf_counter()
-    tasks = synthesize(args.n, args.seed, args.split, layers)
-    write_tasks(args.out, tasks)
-    by_layers = Counter(t.meta["layers"] for t in tasks)
-    print(f"wrote {len(tasks)} questions to {args.out} in {time.perf_counter() - start:.1f}s "
-          f"(layers: {', '.join(f'{k}: {v}' for k, v in sorted(by_layers.items()))})")
-    return 0 if len(tasks) == args.n else 1
+        return run(args)
+    except UserError as e:
+        return _error(e)
 
 
 if __name__ == "__main__":

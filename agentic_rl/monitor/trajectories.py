@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentic_rl.errors import UserFileError
 from agentic_rl.types import Trajectory
 
 
@@ -60,3 +61,25 @@ def write_trajectories(
         for i, t in enumerate(trajectories):
             adv = None if advantages is None else [float(a) for a in advantages[i]]
             f.write(json.dumps(trajectory_record(t, tokenizer, adv, step)) + "\n")
+
+
+def read_episodes(where: Path, limit: int = 0, with_errors: bool = False) -> list[Trajectory]:
+    """The episodes of a run folder's `trajectories/*.jsonl` (or of one such file), in file order;
+    those that ended in an error only `with_errors`; the first `limit` (0 = all)."""
+    from agentic_rl.rollout.sft_data import trajectory_from_record
+
+    files = sorted((where / "trajectories").glob("*.jsonl")) if where.is_dir() else [where]
+    if not files or not all(f.is_file() for f in files):
+        raise UserFileError(f"{where}: no trajectory files (a run folder's trajectories/*.jsonl, or one such file)")
+    out = []
+    for f in files:
+        for k, line in enumerate(f.read_text().splitlines(), 1):
+            try:
+                t = trajectory_from_record(json.loads(line))
+            except (ValueError, KeyError) as e:
+                raise UserFileError(f"{f}:{k}: not a trajectory record ({e})") from None
+            if with_errors or t.error is None:
+                out.append(t)
+            if limit and len(out) >= limit:
+                return out
+    return out

@@ -12,13 +12,10 @@ agreement: an outage is not a verdict.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from agentic_rl.errors import UserFileError
 from agentic_rl.rewards.judge import JudgeError, LLMJudge, complete_many
 from agentic_rl.types import Trajectory
 
@@ -94,25 +91,3 @@ def judge_agreement(judge: LLMJudge, episodes: Sequence[Trajectory], min_reward:
         verdicts.append(score.value >= threshold)
         truth.append(t.reward >= min_reward)
     return agreement(verdicts, truth, failures)
-
-
-def load_episodes(where: Path, limit: int = 0) -> list[Trajectory]:
-    """The episodes of a run folder's `trajectories/*.jsonl` (or of one such file), in file order,
-    without those that ended in an error (no verdict to compare); the first `limit` (0 = all)."""
-    from agentic_rl.rollout.sft_data import trajectory_from_record
-
-    files = sorted((where / "trajectories").glob("*.jsonl")) if where.is_dir() else [where]
-    if not files or not all(f.is_file() for f in files):
-        raise UserFileError(f"{where}: no trajectory files (a run folder's trajectories/*.jsonl, or one such file)")
-    out = []
-    for f in files:
-        for k, line in enumerate(f.read_text().splitlines(), 1):
-            try:
-                t = trajectory_from_record(json.loads(line))
-            except (ValueError, KeyError) as e:
-                raise UserFileError(f"{f}:{k}: not a trajectory record ({e})") from None
-            if t.error is None:
-                out.append(t)
-            if limit and len(out) >= limit:
-                return out
-    return out

@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 from agentic_rl.cli import main
 from agentic_rl.errors import UserFileError
 from agentic_rl.models.loader import load_tokenizer
-from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.monitor.trajectories import read_episodes, write_trajectories
 from agentic_rl.rewards.agreement import (
     agreement,
     cohen_kappa,
     judge_agreement,
-    load_episodes,
     wilson_interval,
 )
 from agentic_rl.rewards.judge import LLMJudge
@@ -87,18 +86,19 @@ def test_each_verdict_lands_in_its_cell_and_an_outage_is_no_verdict():
 
 
 def test_episodes_come_from_a_run_folders_trajectory_files(tmp_path):
+    """`monitor.trajectories.read_episodes`, which the command reads with: errors left out unless asked."""
     tokenizer = load_tokenizer("tiny")
     ok, failed = _episode("a", "12", "12", 1.0), _episode("b", "3", "4", 0.0)
     errored = Trajectory(ok.task, ok.turns, reward=0.0, error="env crashed")
     write_trajectories(tmp_path / "trajectories" / "rl.jsonl", [ok, errored, failed], tokenizer)
-    got = load_episodes(tmp_path)
+    got = read_episodes(tmp_path)
     assert [(t.task.id, t.reward, t.final_text) for t in got] == [("a", 1.0, "12"), ("b", 0.0, "4")]
-    assert len(load_episodes(tmp_path, limit=1)) == 1
+    assert len(read_episodes(tmp_path, limit=1)) == 1 and len(read_episodes(tmp_path, with_errors=True)) == 3
     (tmp_path / "bad.jsonl").write_text('{"task_id": "x"}\n')
     with pytest.raises(UserFileError, match="bad.jsonl:1: not a trajectory record"):
-        load_episodes(tmp_path / "bad.jsonl")
+        read_episodes(tmp_path / "bad.jsonl")
     with pytest.raises(UserFileError, match="no trajectory files"):
-        load_episodes(tmp_path / "nowhere")
+        read_episodes(tmp_path / "nowhere")
 
 
 def test_the_command_writes_the_agreement_of_a_local_judge(tmp_path, capsys):
