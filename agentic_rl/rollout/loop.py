@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from agentic_rl.engines.base import Engine, Restart, SamplingParams
 from agentic_rl.envs.base import Env, StepResult, close_env
 from agentic_rl.faults import InfrastructureError, Timeout, deadline
+from agentic_rl.rollout.context import ContextPolicy, compacted, fit_context
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 
 
@@ -40,6 +41,7 @@ class Budget:
     max_episode_tokens: int  # generated tokens per episode, all turns
     step_timeout_s: float = 0.0  # an env step running longer ends its episode with the error; 0 = no limit
     max_concurrent: int = 0  # episodes decoded at once (each holds a KV cache); 0 = all of the batch
+    context: ContextPolicy | None = None  # keep each context within a token budget (`rollout/context.py`); None: no limit
 
 
 @dataclass
@@ -56,6 +58,10 @@ class _Episode:
     messages: list[dict] = field(default_factory=list)  # the conversation ("template" history only)
     text: str = ""  # what the context's ids read as ("template" history only)
     env_s: float = 0.0  # seconds in the env: reset, steps, close
+    prompt: list[dict] = field(default_factory=list)  # the reset's messages: system, examples, the task
+    history: list[dict] = field(default_factory=list)  # the conversation after them (a context budget only)
+    context_len: int = 0  # tokens the current context holds
+    compacting: bool = False  # the next action is the policy's summary of its progress
 
     @property
     def generated(self) -> int:
@@ -100,12 +106,19 @@ def rollout(
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
         ep, t0 = episodes[i], time.perf_counter()
-        result = _step(ep.env, sample.text, budget.step_timeout_s)
-        ep.env_s += time.perf_counter() - t0
-        obs_ids = _observe(ep, sample, result, tokenizer, budget)
-        ep.turns.append(_turn(ep, sample, result))
+        ep.context_len += len(sample.ids)
+        if ep.compacting:  # a summary: it replaces the conversation, the env never sees it
+            obs_ids = compacted(ep, sample, tokenizer, budget)
+        else:
+            result = _step(ep.env, sample.text, budget.step_timeout_s)
+            ep.env_s += time.perf_counter() - t0
+            obs_ids = _observe(ep, sample, result, tokenizer, budget)
+            ep.turns.append(_turn(ep, sample, result))
+            if obs_ids is not None and budget.context is not None:
+                obs_ids = fit_context(ep, sample, result.observation, obs_ids, tokenizer, budget)
         if obs_ids is not None:
             ep.fed, ep.restart = list(obs_ids), isinstance(obs_ids, Restart)
+            ep.context_len = len(obs_ids) + (0 if ep.restart else ep.context_len)
         else:
             ended.add(i)
         return obs_ids
@@ -167,7 +180,7 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
             messages = env.reset(task)
             text = env.format.render_prompt(messages, env.tool_schemas)
             ep.fed = tokenizer.encode(text, add_special_tokens=False)
-            ep.error = None
+            ep.prompt, ep.context_len, ep.error = list(messages), len(ep.fed), None
             if history_of(env.format) == "template":
                 ep.messages, ep.text = list(messages), text
             ep.env_s = time.perf_counter() - t0

@@ -25,6 +25,7 @@ from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.models.precision import PRECISIONS
 from agentic_rl.registry import Registry
 from agentic_rl.rewards.process import process_reward
+from agentic_rl.rollout.context import STRATEGIES
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER, RESTARTS
 from agentic_rl.trainer.config import Config, ConfigError, DistillConfig, EnvConfig, get_value
 from agentic_rl.trainer.critic import CRITICS
@@ -197,6 +198,12 @@ def _check_parallel(cfg: Config) -> None:
 
 def _check_rollout(cfg: Config) -> None:
     ro = cfg.rollout
+    c = ro.context
+    if c.strategy not in STRATEGIES:
+        raise ConfigError(f"rollout.context.strategy: unknown {c.strategy!r}; known: {', '.join(STRATEGIES)}")
+    if c.strategy != "none" and c.budget_tokens <= ro.max_new_tokens:
+        raise ConfigError(f"rollout.context.budget_tokens must exceed rollout.max_new_tokens ({ro.max_new_tokens}): "
+                          "a context holds its prompt and the next action")
     if not ro.workers.count:
         return
     if ro.engine.name != "embedded":

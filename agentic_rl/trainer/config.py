@@ -90,6 +90,17 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class ContextConfig:
+    """rollout.context: each context of an episode kept within a token budget (rollout/context.py)."""
+
+    # none | drop_observations | truncate_observations | compact (the policy summarizes its progress)
+    strategy: str = "none"
+    budget_tokens: int = 0  # the most tokens a context holds, the next action's room included
+    keep_last: int = 1  # observations kept whole (drop_observations, truncate_observations)
+    observation_chars: int = 200  # truncate_observations: what an older observation keeps
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
     # sampling
     temperature: float = 1.0
@@ -111,6 +122,7 @@ class RolloutConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     workers: WorkersConfig = field(default_factory=WorkersConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rollout.backends import Episodes
+from agentic_rl.rollout.context import ContextPolicy
 from agentic_rl.rollout.hindsight import HindsightOptions
 from agentic_rl.rollout.loop import Budget
 from agentic_rl.trainer.config import HindsightConfig, RolloutConfig
@@ -20,8 +21,11 @@ from agentic_rl.types import Task
 def budget(ro: RolloutConfig, concurrent: bool = True) -> Budget:
     """The rollout section's limits; `concurrent` False decodes a whole batch at once (evaluation
     batches by `eval.batch_size` instead)."""
+    c = ro.context
+    context = (ContextPolicy(c.strategy, c.budget_tokens, c.keep_last, c.observation_chars)
+               if c.strategy != "none" else None)
     return Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens, ro.step_timeout_s,
-                  ro.max_concurrent if concurrent else 0)
+                  ro.max_concurrent if concurrent else 0, context)
 
 
 def stop_strings(spec: EnvSpec, options: Mapping[str, Any]) -> tuple[str, ...]:
