@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentic_rl.errors import UserDataError, UserFileError
+from agentic_rl.errors import UserDataError
 from agentic_rl.types import Task
 
 
@@ -19,19 +19,13 @@ def write_tasks(path: str | Path, tasks: Sequence[Task]) -> None:
 
 
 def read_tasks(path: str | Path) -> list[Task]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserFileError(f"task file not found: {path}")
+    from agentic_rl.data.task_files import read_rows
+
     tasks = []
-    for k, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            tasks.append(Task(str(row["id"]), str(row["prompt"]), row["answer"], row.get("meta", {})))
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise UserDataError(f"{path}:{k}: expected a task object with id, prompt and answer "
-                                f"({type(e).__name__}: {e})") from None
+    for where, row in read_rows(path):
+        if not {"id", "prompt", "answer"} <= row.keys():
+            raise UserDataError(f"{where}: expected a task object with id, prompt and answer")
+        tasks.append(Task(str(row["id"]), str(row["prompt"]), row["answer"], row.get("meta", {})))
     if not tasks:
         raise UserDataError(f"{path}: no tasks")
     return tasks

@@ -11,7 +11,6 @@ as `checkpoints/cpt`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,19 +29,15 @@ if TYPE_CHECKING:
 
 def read_corpus(path: str | Path) -> list[str]:
     """The texts of a corpus file: one JSON object with a non-empty "text" a line."""
-    path = Path(path)
-    if not path.is_file():
+    from agentic_rl.data.task_files import read_rows
+
+    if not Path(path).is_file():
         raise UserFileError(f"cpt.corpus: file not found: {path}")
     texts = []
-    for k, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            text = json.loads(line)["text"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise UserDataError(f"{path}:{k}: expected an object with a 'text' ({type(e).__name__}: {e})") from None
+    for where, row in read_rows(path):
+        text = row.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise UserDataError(f"{path}:{k}: 'text' must be a non-empty string")
+            raise UserDataError(f"{where}: expected an object with a non-empty 'text'")
         texts.append(text)
     if not texts:
         raise UserDataError(f"{path}: no texts")

@@ -44,7 +44,7 @@ def test_every_token_of_a_text_but_the_first_is_trained():
 
 def test_a_bad_corpus_line_is_named(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"text": "fine"}\n{"txt": "typo"}\n')
-    with pytest.raises(UserDataError, match=r"c.jsonl:2: expected an object with a 'text'"):
+    with pytest.raises(UserDataError, match=r"c.jsonl:2: expected an object with a non-empty 'text'"):
         read_corpus(tmp_path / "c.jsonl")
 
 
