@@ -55,6 +55,7 @@ def _load_builtin() -> None:
         return
     _builtin_loaded = True
     from agentic_rl.envs.adapters import gymnasium as gym_adapter
+    from agentic_rl.envs.adapters import skyrl_gym
     from agentic_rl.envs.builtin import (
         calculator,
         code,
@@ -72,3 +73,4 @@ def _load_builtin() -> None:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec
     FAMILIES["gym"] = gym_adapter.gym_spec
+    FAMILIES["skyrl"] = skyrl_gym.skyrl_spec

@@ -37,6 +37,9 @@ class EnvSpec:
     # a spec whose tasks come from its options (a user's files, `tasks`): bind(options) is the spec
     # they make; `resolve_env(name, options)` applies it
     bind: Callable[[Mapping[str, Any]], EnvSpec] | None = None
+    # every episode is one action (a reply the env scores and ends on, SkyRL's GSM8K): `check-env`
+    # checks that the action ends the episode where it checks a multi-turn env's turn budget
+    single_turn: bool = False
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """An option the env never reads is a typo the run would silently ignore: refuse it."""

@@ -218,6 +218,10 @@ def _budgets(spec: EnvSpec, options, tokenizer, task: Task) -> list[Check]:
 
     def turns() -> str:
         traj = _play(spec, options, tokenizer, [task], lambda r, t: call, Budget(3, 64, 10_000))[0]
+        if spec.single_turn:
+            assert len(traj.turns) == 1 and (traj.terminated or traj.truncated), f"{len(traj.turns)} turns"
+            _assert_mask(traj)
+            return "single-turn env: its one action ends the episode"
         assert len(traj.turns) == 3 and traj.truncated and not traj.terminated, (
             f"{len(traj.turns)} turns, truncated={traj.truncated}")
         _assert_mask(traj)
@@ -243,6 +247,8 @@ def _a_call(spec: EnvSpec, options, task: Task) -> str:
     for m in demo:
         if m["role"] == "assistant" and fmt.parse(fmt.render_assistant_body(m)).attempted:
             return fmt.render_assistant_body(m)
+    if not fmt.stop_strings:  # every action is a whole reply (SkyRL's multi-turn GSM8K): one that answers nothing
+        return "x" + fmt.end_of_turn
     return fmt.stop_strings[0].replace("</", "<") + "x" + fmt.stop_strings[0]
 
 
