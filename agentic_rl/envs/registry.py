@@ -55,7 +55,7 @@ def _load_builtin() -> None:
         return
     _builtin_loaded = True
     from agentic_rl.envs.adapters import gymnasium as gym_adapter
-    from agentic_rl.envs.adapters import skyrl_gym
+    from agentic_rl.envs.adapters import mcp, skyrl_gym
     from agentic_rl.envs.builtin import (
         calculator,
         code,
@@ -68,7 +68,7 @@ def _load_builtin() -> None:
         tasks,
     )
 
-    for module in (calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks):
+    for module in (calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks, mcp):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec

@@ -100,6 +100,10 @@ class TaskFileEnv(ToolEnv):
         system = [] if before and before[0]["role"] == "system" else [{"role": "system", "content": self.system_prompt}]
         return [*system, *self.fewshot, *before, {"role": "user", "content": task.prompt}]
 
+    def tool(self, name: str) -> Callable[..., Any]:
+        """The tool called `name` (a demonstration's calls are replayed with it)."""
+        return self.tools[name]
+
     def close(self) -> None:
         for close in self._closers:
             close()
@@ -130,15 +134,16 @@ def demonstration(task: Task, env: TaskFileEnv) -> list[dict]:
         for call in m.get("tool_calls") or ():
             fn = call["function"]
             args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
-            out.append({"role": "tool", "name": fn["name"], "content": str(env.tools[fn["name"]](**args))})
+            out.append({"role": "tool", "name": fn["name"], "content": str(env.tool(fn["name"])(**args))})
     return out
 
 
-@functools.lru_cache(maxsize=8)
-def _bound(key: str) -> EnvSpec:
-    options = json.loads(key)
+def file_spec(options: Mapping[str, Any], name: str, env_cls: Callable[[Mapping[str, Any]], TaskFileEnv],
+              option_names: tuple[str, ...]) -> EnvSpec:
+    """The spec of the task files these options name, its episodes in `env_cls` (a `TaskFileEnv`:
+    this env, or one whose tools come from elsewhere, an MCP server)."""
     if "train" not in options:
-        raise UserError("env.options.train: the tasks env needs a training file (JSONL, Parquet or a datasets directory)")
+        raise UserError(f"env.options.train: the {name} env needs a training file (JSONL, Parquet or a datasets directory)")
     _, reads = verifier_of(options)
     columns = dict(options.get("columns", {}))
     train = task_files.load_tasks(options["train"], "train", columns, reads)
@@ -151,15 +156,21 @@ def _bound(key: str) -> EnvSpec:
     task_files.check_disjoint(train, heldout, str(options.get("heldout") or options["train"]))
     by_split = {"train": train, "heldout": heldout}
     worked = tuple(t for t in train if "demonstration" in t.meta)[:2]
-    return EnvSpec(name="tasks", make_env=functools.partial(_make_env, worked), make_reward=make_reward,
+    return EnvSpec(name=name, make_env=functools.partial(_make_env, env_cls, worked), make_reward=make_reward,
                    tasks=lambda split, n, seed: task_files.draw(by_split[split], n, seed, repeat=split == "train"),
-                   splits=SPLITS, demonstration=demonstration, options=OPTIONS)
+                   splits=SPLITS, demonstration=demonstration, options=option_names)
 
 
-def _make_env(worked: tuple[Task, ...], options: Mapping[str, Any]) -> TaskFileEnv:
+@functools.lru_cache(maxsize=8)
+def _bound(key: str) -> EnvSpec:
+    return file_spec(json.loads(key), "tasks", TaskFileEnv, OPTIONS)
+
+
+def _make_env(env_cls: Callable[[Mapping[str, Any]], TaskFileEnv], worked: tuple[Task, ...],
+              options: Mapping[str, Any]) -> TaskFileEnv:
     """An episode's env; with `fewshot` (the prompt-engineering baseline) the first two training rows
     with a demonstration go before the prompt as worked examples, their tool calls run for real."""
-    env = TaskFileEnv(options)
+    env = env_cls(options)
     if options.get("fewshot"):
         env.fewshot = [m for t in worked for m in [{"role": "user", "content": t.prompt}, *demonstration(t, env)]]
     return env
