@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import sqlite3
 import tempfile
 import threading
@@ -92,19 +93,19 @@ def schema_text(schema_sql: str) -> str:
 
 
 def sql_db_root() -> Path:
-    """Where the generated databases are written (one directory per process user, reused: a database
-    is the same file for the same id)."""
-    return Path(tempfile.gettempdir()) / "agentic_rl-skyrl-sql"
+    """Where the generated databases are written (one directory per user, reused across runs)."""
+    return Path(tempfile.gettempdir()) / f"agentic_rl-skyrl-sql-{os.getuid()}"
 
 
 def write_database(root: Path, db_id: str, schema_sql: str) -> Path:
-    """`root/spider/database/DB_ID/DB_ID.sqlite`, built from its script once (written aside, then
-    renamed, so a reader never sees half a database)."""
+    """`root/spider/database/DB_ID/DB_ID.sqlite`, built from its script unless the file beside it
+    holds this very script (written aside, then renamed, so a reader never sees half a database)."""
     path = root / "spider" / "database" / db_id / f"{db_id}.sqlite"
-    if path.exists():
+    script = path.with_suffix(".sql")
+    if path.exists() and script.exists() and script.read_text() == schema_sql:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(f".{threading.get_ident()}.part")
+    part = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
     part.unlink(missing_ok=True)
     db = sqlite3.connect(part)
     try:
@@ -113,6 +114,7 @@ def write_database(root: Path, db_id: str, schema_sql: str) -> Path:
     finally:
         db.close()
     part.replace(path)
+    script.write_text(schema_sql)
     return path
 
 
