@@ -14,7 +14,8 @@ from agentic_rl.rollout.backends import Episodes
 from agentic_rl.rollout.context import ContextPolicy
 from agentic_rl.rollout.hindsight import HindsightOptions
 from agentic_rl.rollout.loop import Budget
-from agentic_rl.trainer.config import HindsightConfig, RolloutConfig
+from agentic_rl.trainer.config import HindsightConfig
+from agentic_rl.trainer.rollout_config import RolloutConfig
 from agentic_rl.types import Task
 
 

@@ -9,7 +9,8 @@ import typing
 import pytest
 
 from agentic_rl.engines import weight_update
-from agentic_rl.trainer.config import ConfigError, EngineConfig, load_config
+from agentic_rl.trainer.config import ConfigError, load_config
+from agentic_rl.trainer.rollout_config import EngineConfig
 
 
 def test_auto_reads_the_servers_health_answer():
