@@ -22,6 +22,18 @@ class RewardFn(Protocol):
     def __call__(self, task: Task, trajectory: Trajectory) -> Score: ...
 
 
+# A reward that spends per step (the verifier ladder's budget) also has `new_step()`, called before a
+# step's episodes are scored, and `step_metrics()`, that step's figures; a reward wrapping another
+# passes both on. These two reach them, and do nothing for a reward without them.
+def new_step(reward: RewardFn) -> None:
+    if hasattr(reward, "new_step"):
+        reward.new_step()
+
+
+def step_metrics(reward: RewardFn) -> dict[str, float]:
+    return reward.step_metrics() if hasattr(reward, "step_metrics") else {}
+
+
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 

@@ -8,13 +8,19 @@ and the detector is a reward term: with a negative weight in a `Rubric` it becom
   from the question;
 - observation parroting: the final answer is a tool output copied verbatim, where the task forbids it
   (`task.meta["forbid_copy"]`, e.g. when the tool output is not itself the answer).
+
+`HACKING_DETECTORS` names them: the RL step logs each one's rate (`hacking/<name>`, `hacking_rates`)
+on every step, and a recipe's `reward.penalties` subtracts them (`rewards/compose.py`).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentic_rl.registry import Registry
 from agentic_rl.rewards.base import Score, extract_answer
 from agentic_rl.types import Task, Trajectory
 
@@ -50,12 +56,30 @@ def observation_parroting(task: Task, trajectory: Trajectory) -> bool:
     return bool(answer) and any(answer == t.observation.strip() for t in trajectory.turns if t.observation)
 
 
+Detector = Callable[[Task, Trajectory], bool]
+HACKING_DETECTORS: Registry[Detector] = Registry("hacking detector")
+HACKING_DETECTORS.register("unused_tool_result")(lambda task, t: unused_tool_results(t) > 0)
+HACKING_DETECTORS.register("format_gaming")(format_gaming)
+HACKING_DETECTORS.register("observation_parroting")(observation_parroting)
+
+
+def hacking_flags(task: Task, trajectory: Trajectory) -> dict[str, float]:
+    """Each detector's 0/1 flag on one episode."""
+    return {name: float(HACKING_DETECTORS.get(name)(task, trajectory)) for name in HACKING_DETECTORS.names()}
+
+
+def hacking_rates(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """`hacking/<name>`: the fraction of the episodes each detector flags ({} without an episode)."""
+    if not trajectories:
+        return {}
+    flags = [hacking_flags(t.task, t) for t in trajectories]
+    return {f"hacking/{name}": statistics.fmean(f[name] for f in flags) for name in HACKING_DETECTORS.names()}
+
+
 @dataclass(frozen=True)
 class HackingDetector:
     """value = the number of behaviours flagged (0-3); give it a negative weight to penalize."""
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
-        flags = {"unused_tool_result": float(unused_tool_results(trajectory) > 0),
-                 "format_gaming": float(format_gaming(task, trajectory)),
-                 "observation_parroting": float(observation_parroting(task, trajectory))}
+        flags = hacking_flags(task, trajectory)
         return Score(sum(flags.values()), flags)

@@ -24,6 +24,7 @@ from agentic_rl.envs.registry import get_env, resolve_env
 from agentic_rl.errors import UserDataError, UserFileError
 from agentic_rl.models.precision import PRECISIONS
 from agentic_rl.registry import Registry
+from agentic_rl.rewards.compose import check_reward
 from agentic_rl.rewards.process import process_reward
 from agentic_rl.rollout.context import STRATEGIES
 from agentic_rl.rollout.hindsight import DEMONSTRATION_TEACHER, RESTARTS
@@ -91,6 +92,10 @@ def _check_lists(cfg: Config) -> None:
             process_reward(cfg.rl.algorithm.process_reward)
         except KeyError as e:
             raise ConfigError(f"rl.algorithm.process_reward: {e.args[0]}") from None
+    try:
+        check_reward(cfg.reward.components, cfg.reward.penalties)
+    except ValueError as e:
+        raise ConfigError(f"reward.{e.args[0]}") from None
 
 
 def _check_critic(cfg: Config) -> None:

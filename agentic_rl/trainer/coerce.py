@@ -63,9 +63,7 @@ def _coerce(tp, value: Any, key: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         return _coerce_union(tp, value, key)
     if origin is not None:  # list[...] / dict[...]
-        if not isinstance(value, origin):
-            raise ConfigError(f"{key}: expected a {origin.__name__}, got {value!r}")
-        return value
+        return _coerce_container(tp, origin, value, key)
     if tp is type(None):
         if value is None:
             return None
@@ -75,6 +73,16 @@ def _coerce(tp, value: Any, key: str) -> Any:
     if tp is Any or (isinstance(value, tp) and not (tp is int and isinstance(value, bool))):
         return value
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+
+
+def _coerce_container(tp, origin, value: Any, key: str) -> Any:
+    """A list or a dict; a list of sections (`reward.components`) has each element built."""
+    if not isinstance(value, origin):
+        raise ConfigError(f"{key}: expected a {origin.__name__}, got {value!r}")
+    (item, *_) = typing.get_args(tp) or (Any,)
+    if origin is list and dataclasses.is_dataclass(item):
+        return [build(item, v, f"{key}[{i}].") for i, v in enumerate(value)]
+    return value
 
 
 def _coerce_union(tp, value: Any, key: str) -> Any:

@@ -21,6 +21,7 @@ import yaml
 
 from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.coerce import assign, build
+from agentic_rl.trainer.reward_config import RewardConfig
 from agentic_rl.trainer.rollout_config import RolloutConfig
 
 
@@ -279,6 +280,7 @@ class Config:
     rl: RLConfig = field(default_factory=RLConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     hindsight: HindsightConfig = field(default_factory=HindsightConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

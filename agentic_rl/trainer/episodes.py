@@ -1,6 +1,7 @@
-"""How a run makes and scores its episodes: the env factory, the outcome reward, the sampling
-parameters and the budget, all from the recipe's `env` and `rollout` sections (and the options of
-hindsight corrections, from its `hindsight` section)."""
+"""How a run makes and scores its episodes: the env factory, the reward (the env's own, recomposed by
+the recipe's `reward` section for training), the sampling parameters and the budget, all from the
+recipe's `env`, `reward` and `rollout` sections (and the options of hindsight corrections, from its
+`hindsight` section)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.envs.base import close_env
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.rewards.compose import composed_reward
 from agentic_rl.rollout.backends import Episodes
 from agentic_rl.rollout.context import ContextPolicy
 from agentic_rl.rollout.hindsight import HindsightOptions
 from agentic_rl.rollout.loop import Budget
 from agentic_rl.trainer.config import HindsightConfig
+from agentic_rl.trainer.reward_config import RewardConfig
 from agentic_rl.trainer.rollout_config import RolloutConfig
 from agentic_rl.types import Task
 
@@ -39,12 +42,15 @@ def stop_strings(spec: EnvSpec, options: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def episodes(spec: EnvSpec, options: Mapping[str, Any], ro: RolloutConfig, temperature: float | None = None,
-             concurrent: bool = True) -> Episodes:
+             concurrent: bool = True, reward: RewardConfig | None = None) -> Episodes:
     """Episodes of `spec` with `options`, sampled at the rollout's temperature (or `temperature`:
-    0 is greedy)."""
+    0 is greedy), scored by the env's reward as the `reward` section composes it (None, or an empty
+    section: the env's own; evaluation keeps it, and reads its `correct`)."""
     params = SamplingParams(ro.temperature if temperature is None else temperature,
                             ro.top_p if temperature is None else 1.0, ro.max_new_tokens, stop_strings(spec, options))
-    return Episodes(lambda: spec.make_env(options), spec.make_reward(options), params, budget(ro, concurrent))
+    env_reward = spec.make_reward(options)
+    scored_by = composed_reward(env_reward, reward.components, reward.penalties) if reward else env_reward
+    return Episodes(lambda: spec.make_env(options), scored_by, params, budget(ro, concurrent))
 
 
 def hindsight_options(h: HindsightConfig, solution: Callable[[Task], str | None] | None = None) -> HindsightOptions:

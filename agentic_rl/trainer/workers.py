@@ -63,7 +63,8 @@ class RolloutWorker:
         model, self.tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
         self.engine = HFEngine(model, self.tokenizer, cfg.model.precision)
         self.engine.version = -1  # no weights of the run's yet
-        self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout)
+        self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout,
+                                 reward=cfg.reward)
 
     def load(self, weights: Weights | None) -> int:
         """Hold `weights` (fetched and loaded unless this worker holds their version); its version."""
