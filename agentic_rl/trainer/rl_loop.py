@@ -1,9 +1,10 @@
 """The RL stage: set up what the steps share, then step, watch, evaluate and checkpoint.
 
 Each step is `rl_step.rl_step`. Around it: the collapse monitor and its remedies (a remedy that
-changes a knob gives the loop a new config, logged as an event), the count of steps skipped for a
-non-finite update, an optional held-out evaluation every `eval.every` steps, and a state checkpoint
-every `checkpoint.every` steps from which a killed run resumes exactly.
+changes a knob gives the loop a new config, logged as an event), the hacking monitor's warnings
+(`monitor/hacking.py`), the count of steps skipped for a non-finite update, an optional held-out
+evaluation every `eval.every` steps, and a state checkpoint every `checkpoint.every` steps from
+which a killed run resumes exactly.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentic_rl.models.device import device_of
 from agentic_rl.models.lora import is_lora
 from agentic_rl.models.memory import RLShape, check_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
+from agentic_rl.monitor.hacking import HackingMonitor
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.rollout.hindsight import reference_solutions
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
@@ -87,6 +89,8 @@ def _steps(run: RLRun, cfg: Config, monitor: CollapseMonitor, remedies: Remedies
     bar = tqdm(range(progress.rl_step + 1, steps + 1), desc="grpo", disable=not cfg.log.progress)
     for step in bar:
         record = rl_step(run, step)
+        if (warning := run.hacking.update(record.rollout)) is not None:
+            logger.log({"step": step, "stage": "event", **warning})
         run.reconfigure(_watch(monitor, remedies, record, run, logger))
         _count_bad_step(progress, record, run.cfg.rl.max_bad_steps, logger)
         if cfg.eval.every and step % cfg.eval.every == 0 and step < steps:  # the last: train() evaluates
@@ -137,7 +141,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
         cfg=cfg, model=model, tokenizer=tokenizer, engine=engine, spec=spec, episodes=eps, sampler=sampler,
         optimizer=optimizer, loss=build_loss(cfg, model, reference, critic, teachers),
         scorer=Scorer(model, tokenizer.pad_token_id, cfg.model.precision, cfg.rollout.temperature, reference, critic),
-        logger=logger, teachers=teachers, hindsight=hindsight,
+        logger=logger, teachers=teachers, hindsight=hindsight, hacking=HackingMonitor(window=rl.collapse.window),
         hindsight_engine=hindsight_teacher(h, tokenizer, cfg.model.precision, device_of(model)),
         probe=sync_probe(engine, tokenizer, cfg), parallel=parallel,
         # where the steps' episodes are sampled (`trainer/rollouts.py`)
@@ -261,6 +265,7 @@ def _save(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, store: State
     progress.metric = record.row().get(cfg.checkpoint.best_metric) if cfg.checkpoint.best_metric else None
     store.save(f"rl-step{step}", progress, run.model, run.optimizer, run.scorer.critic, config=cfg, extras={
         "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy,
+        "hacking_monitor": dataclasses.asdict(run.hacking),
         "in_flight": run.producer.in_flight()})
 
 
@@ -276,6 +281,8 @@ def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: Sav
     run.sampler.load_state_dict(extras["sampler"])
     for k, v in extras["monitor"].items():
         setattr(monitor, k, v)
+    for k, v in extras.get("hacking_monitor", {}).items():
+        setattr(run.hacking, k, v)
     remedies.healthy = extras["healthy"]
     run.reconfigure(with_values(run.cfg, saved.progress.remedied))
     return extras.get("in_flight", {})

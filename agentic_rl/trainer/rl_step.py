@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,9 +23,11 @@ from agentic_rl.data.curriculum import TaskSampler
 from agentic_rl.engines.probe import SyncProbe, checked_sync
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models.memory import step_memory
+from agentic_rl.monitor.hacking import HackingMonitor
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.monitor.metrics import reward_spread, rollout_metrics
 from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.rewards.hacking import hacking_rates
 from agentic_rl.rollout.backends import Episodes, Rollouts
 from agentic_rl.rollout.hindsight import (
     DEMONSTRATION_TEACHER,
@@ -72,6 +74,7 @@ class RLRun:
     producer: Producer | None = None  # the steps' rollouts (`producer.py`), started by the RL loop
     parallel: DataParallel | None = None  # this rank's share of data-parallel training (`distributed.py`)
     rollouts: Rollouts | None = None  # where the steps' episodes are sampled (`trainer/rollouts.py`)
+    hacking: HackingMonitor = field(default_factory=HackingMonitor)  # warns when a hacking rate climbs
 
     def reconfigure(self, cfg: Config) -> None:
         """Go on with `cfg` (a remedy changed a knob): the loss terms are rebuilt from it."""
@@ -90,7 +93,9 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     produced, waited = run.producer.take(step)
     kept, sampled, stats, version = produced.kept, produced.sampled, produced.stats, produced.version
     staleness = staleness_of(step, version, run.engine.version, rl.max_staleness)
+    policy_episodes = [t for g in scored(sampled) for t in g.trajectories]
     rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
+                   **hacking_rates(policy_episodes),
                    "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s}
     if rl.max_staleness:
         rollout_row["staleness"] = staleness
