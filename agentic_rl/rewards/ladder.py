@@ -73,9 +73,26 @@ class VerifierLadder:
         self.cache_hits = 0
         self.step_spent = 0.0
         self.over_budget = 0
+        self._at_step_start: dict[str, float] = {}  # `metrics()` as the step began
 
     def new_step(self) -> None:
+        """A step starts: its budget is whole again, and `step_metrics` counts from here."""
         self.step_spent = 0.0
+        self._at_step_start = self.metrics()
+
+    def step_metrics(self) -> dict[str, float]:
+        """`ladder/...` since `new_step`: per tier its calls, pass rate, declared cost and wall seconds;
+        the cache hits, the candidates the budget turned away, the budget and what the step spent."""
+        now, start = self.metrics(), self._at_step_start
+        delta = {k: v - start.get(k, 0.0) for k, v in now.items() if not k.endswith("/pass_rate")}
+        for t in self.tiers:
+            calls = delta[f"ladder/{t.name}/calls"]
+            passes = t.passes - start.get(f"ladder/{t.name}/passes", 0.0)
+            delta[f"ladder/{t.name}/pass_rate"] = passes / calls if calls else 0.0
+            del delta[f"ladder/{t.name}/passes"]
+        seconds = sum(delta[f"ladder/{t.name}/seconds"] for t in self.tiers)
+        return {**delta, "ladder/seconds": seconds, "ladder/spent": self.step_spent,
+                "ladder/budget": self.budget if self.budget is not None else 0.0}
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
         candidate = self.extract(trajectory)
@@ -117,7 +134,8 @@ class VerifierLadder:
     def metrics(self) -> dict[str, float]:
         out = {"ladder/cache_hits": float(self.cache_hits), "ladder/over_budget": float(self.over_budget)}
         for t in self.tiers:
-            out |= {f"ladder/{t.name}/calls": float(t.calls), f"ladder/{t.name}/pass_rate": t.passes / max(t.calls, 1),
+            out |= {f"ladder/{t.name}/calls": float(t.calls), f"ladder/{t.name}/passes": float(t.passes),
+                    f"ladder/{t.name}/pass_rate": t.passes / max(t.calls, 1),
                     f"ladder/{t.name}/cost": t.spent, f"ladder/{t.name}/seconds": t.seconds,
                     f"ladder/{t.name}/errors": float(t.errors)}
         return out

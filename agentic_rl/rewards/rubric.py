@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentic_rl.rewards.base import RewardFn, Score
+from agentic_rl.rewards.base import RewardFn, Score, new_step, step_metrics
 from agentic_rl.types import Task, Trajectory
 
 
@@ -88,3 +88,9 @@ class GatedOutcome:
         s = rubric(task, trajectory)
         correct = s.details.get("outcome/correct", float(s.details["outcome"] >= 1.0))
         return Score(s.value, {**s.details, "correct": correct}, s.cost, s.error)
+
+    def new_step(self) -> None:
+        new_step(self.verifier)
+
+    def step_metrics(self) -> dict[str, float]:
+        return step_metrics(self.verifier)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from agentic_rl.algorithms.dapo import dynamic_sampling_keep
+from agentic_rl.rewards.base import new_step, step_metrics
 from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rollout.loop import RolloutStats, episode_seeds
 from agentic_rl.trainer.distributed import gather_rollouts, world
@@ -67,6 +68,7 @@ class Produced:
     sampler_metrics: dict[str, float]  # the task sampler's figures after this batch
     sampler_before: dict  # the task sampler's state before this batch: a rollback draws the same tasks again
     waited_s: float = 0.0  # how long the producer waited for the weights it needed
+    reward_metrics: dict[str, float] | None = None  # what the reward spent on this batch (the ladder's `ladder/...`)
 
 
 class Producer:
@@ -170,9 +172,11 @@ class Producer:
             before = self.run.sampler.state_dict()
         waited = time.perf_counter() - t0
         with self.engine_lock:
-            version = self.run.engine.version
+            version, reward = self.run.engine.version, self.run.episodes.reward
+            new_step(reward)  # a per-step budget (the verifier ladder's) starts again
             kept, sampled, stats = collect(self.run, seed=self.run.cfg.rl.seed * BATCH_SEED_STRIDE + step)
-            batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), before, waited)
+            batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), before, waited,
+                             step_metrics(reward))
         with self._cond:
             self._ready[step], self._done, self._busy = batch, step, False
             self._cond.notify_all()

@@ -95,7 +95,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     staleness = staleness_of(step, version, run.engine.version, rl.max_staleness)
     policy_episodes = [t for g in scored(sampled) for t in g.trajectories]
     rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
-                   **hacking_rates(policy_episodes),
+                   **hacking_rates(policy_episodes), **(produced.reward_metrics or {}),
                    "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s}
     if rl.max_staleness:
         rollout_row["staleness"] = staleness

@@ -79,3 +79,45 @@ def test_code_tiers_accept_what_the_full_suite_accepts():
                 assert (ladder.verify(t, c).value == 1.0) == full_suite(t, c)
     finally:
         examples.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code tiers run model code in the bubblewrap sandbox")
+def test_the_code_envs_ladder_reports_each_steps_calls_pass_rates_time_and_budget():
+    """The code env's real reward (syntax -> examples -> full suite, in the sandbox), scored through
+    the per-step hooks the RL producer calls. Step 1: the canonical solution climbs all three tiers,
+    a stub (`return None`) parses and fails the examples, a syntax slip fails the first tier: syntax
+    3 calls 2 passes, examples 2 calls 1 pass, full 1 call 1 pass. Step 2 counts afresh: the same
+    solution again is a cache hit (no call), and a declared budget below the examples tier's cost
+    turns a new candidate away after its syntax check."""
+    from agentic_rl.data.code_tasks import make_tasks
+    from agentic_rl.envs.builtin.code import make_reward
+    from agentic_rl.rewards.base import new_step, step_metrics
+    from agentic_rl.rewards.code_tiers import mutants
+    from agentic_rl.types import Trajectory, Turn
+
+    task = make_tasks(1, 3, "train")[0]
+    kinds = dict(mutants(task.answer))
+
+    def submitted(body: str) -> Trajectory:
+        text = f"```python\n{task.meta['prompt']}{body}```"
+        return Trajectory(task, (Turn((1,), (2,), (-0.1,), text, "eos"),), terminated=True)
+
+    reward = make_reward({"ladder_budget": 0.003})  # syntax (1e-4) and full (5e-2) declared; examples 5e-3
+    new_step(reward)
+    ladder = reward.verifier
+    assert ladder.budget == 0.003  # the env option
+    ladder.budget = None  # step 1 unbudgeted
+    values = [reward(task, submitted(b)).details["correct"] for b in (task.answer, kinds["stub"], kinds["syntax"])]
+    m = step_metrics(reward)
+    assert values == [1.0, 0.0, 0.0]
+    assert [m[f"ladder/{t}/calls"] for t in ("syntax", "examples", "full")] == [3.0, 2.0, 1.0]
+    assert [m[f"ladder/{t}/pass_rate"] for t in ("syntax", "examples", "full")] == [2 / 3, 0.5, 1.0]
+    assert m["ladder/seconds"] == pytest.approx(sum(m[f"ladder/{t}/seconds"] for t in ("syntax", "examples", "full")))
+    assert m["ladder/full/seconds"] > 0 and m["ladder/budget"] == 0.0
+    ladder.budget = 0.003
+    new_step(reward)
+    reward(task, submitted(task.answer))  # cached
+    reward(task, submitted(task.answer.replace("return", "return  ")))  # new: syntax passes, examples over budget
+    m = step_metrics(reward)
+    assert m["ladder/cache_hits"] == 1.0 and m["ladder/syntax/calls"] == 1.0 and m["ladder/examples/calls"] == 0.0
+    assert m["ladder/over_budget"] == 1.0 and m["ladder/budget"] == 0.003 and m["ladder/spent"] == pytest.approx(1e-4)

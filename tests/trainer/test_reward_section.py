@@ -5,6 +5,7 @@ are the composition of their logged values; a name the registries lack fails at 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -42,3 +43,20 @@ def test_an_unknown_component_fails_at_load_naming_the_known_ones():
     with pytest.raises(ConfigError, match=r"reward.components\[1\].name: unknown reward component 'judge_score'; "
                                           r"known: confidence, format, outcome, self_consistency, tool_match"):
         check_config(cfg)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code env runs model code in the bubblewrap sandbox")
+def test_the_code_envs_ladder_figures_are_logged_every_rl_step(tmp_path):
+    """The producer calls the reward's step hooks: each RL row of a code run holds the ladder's
+    per-tier figures for that step and its budget (the env option)."""
+    cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", "env.name=code", "env.options={ladder_budget: 0.5}",
+                                            "sft.examples=0", "eval.baselines=false", "eval.tasks_per_split=1",
+                                            "eval.splits=[heldout_in]", "rl.steps=1", "rl.tasks.per_step=1"])
+    loop.train(cfg)
+    (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line)["stage"] == "rl"]
+    tiers = ("syntax", "examples", "full")
+    assert {f"ladder/{t}/{k}" for t in tiers for k in ("calls", "pass_rate", "seconds", "cost")} <= set(row)
+    assert row["ladder/budget"] == 0.5 and row["ladder/spent"] <= 0.5
+    # a tier is called only for what passed the one below it
+    assert row["ladder/syntax/calls"] >= row["ladder/examples/calls"] >= row["ladder/full/calls"]

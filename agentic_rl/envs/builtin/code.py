@@ -8,7 +8,10 @@ then the first three asserts in a warm sandbox, then the whole suite in a fresh 
 that fails cheaply never pays for the dear tier; the format term (a code block, calls that ran) is
 gated. Every execution of model code is in the bubblewrap sandbox, never the package's own executor.
 
-Options: `format` (hermes), `format_weight` (0.1), `timeout_s` (5: a tool's program), `fewshot`.
+Options: `format` (hermes), `format_weight` (0.1), `timeout_s` (5: a tool's program), `fewshot`,
+`ladder_budget` (the ladder's declared cost a step may spend, in rough seconds; 0 = no limit: a
+candidate past it is not verified and scores 0, counted in `ladder/over_budget`). Each RL step logs
+the ladder's `ladder/...` figures: per tier its calls, pass rate and time.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ SYSTEM_PROMPT = (
     "and check your function against its examples with run_tests; fix it if a test fails. Give the final, "
     "complete function in one ```python code block."
 )
-OPTIONS = ("format", "format_weight", "timeout_s")
+OPTIONS = ("format", "format_weight", "timeout_s", "ladder_budget")
 
 
 class CodeEnv(ToolEnv):
@@ -90,7 +93,8 @@ class CodeFormat:
 
 
 def make_reward(options: Mapping[str, Any]) -> GatedOutcome:
-    ladder = VerifierLadder(code_tiers(ExamplesCheck()), extract=final_code)
+    budget = float(options.get("ladder_budget", 0.0))
+    ladder = VerifierLadder(code_tiers(ExamplesCheck()), extract=final_code, budget_per_step=budget or None)
     return GatedOutcome(ladder, float(options.get("format_weight", 0.1)), CodeFormat())
 
 
