@@ -1,10 +1,12 @@
 """`runs/<name>/report.html`: one self-contained file (no network, no external scripts) with the run's
 curves and a token-level trajectory viewer.
 
-Curves: inline SVG of the per-step metrics, with collapse warnings and remediations drawn as marks.
+Curves: inline SVG of the per-step metrics, with collapse and hacking warnings and remediations drawn
+as marks; the reward's own curves where the run logged them (each `reward/<name>` component, each
+`hacking/<name>` rate, the verifier ladder's per-tier pass rates, calls and time).
 Viewer: every logged episode token by token: masked tokens (prompt, tool results, glue) grey; sampled
 tokens coloured by their advantage (green positive, red negative), with logprob and advantage on
-hover; tool spans (calls and results) underlined; a marked line where the episode's context started
+hover; each episode's reward with its components' values; tool spans (calls and results) underlined; a marked line where the episode's context started
 over (`Turn.restart`); filters by step, reward and task kind.
 """
 
@@ -47,10 +49,21 @@ def _read_jsonl(path: Path) -> list[dict]:
 def _plots(rows: list[dict]) -> str:
     rl = [r for r in rows if r.get("stage") == "rl"]
     events = [r for r in rows if r.get("stage") == "event"]
-    charts = [_svg(k, [(r["step"], r[k]) for r in rl if isinstance(r.get(k), (int, float))], events) for k in CURVES]
+    charts = [_svg(k, [(r["step"], r[k]) for r in rl if isinstance(r.get(k), (int, float))], events)
+              for k in (*CURVES, *_reward_curves(rl))]
     sft = [(r["step"], r["loss"]) for r in rows if r.get("stage") == "sft" and isinstance(r.get("loss"), (int, float))]
     charts.insert(0, _svg("sft loss", sft, [], x_label="SFT step"))
     return "".join(c for c in charts if c)
+
+
+def _reward_curves(rl: list[dict]) -> list[str]:
+    """The reward's own curves, where the rows hold them: each component's mean (`reward/<name>`, not
+    the nested details), each hacking detector's rate, and the verifier ladder's per-tier pass rates
+    and time."""
+    keys = {k for r in rl for k in r}
+    own = [k for k in keys if k.startswith("reward/") and k.count("/") == 1]
+    ladder = [k for k in keys if (k.startswith("ladder/") and k.endswith(("/pass_rate", "/calls"))) or k == "ladder/seconds"]
+    return sorted(own) + sorted(k for k in keys if k.startswith("hacking/")) + sorted(ladder)
 
 
 def _svg(title: str, points: list[tuple[float, float]], events: list[dict], w: int = 300, h: int = 150,
@@ -108,7 +121,9 @@ def _episode(rec: dict, source: str, index: int, tokenizer) -> dict:
                 at += 1
     meta = rec.get("meta", {})
     step = rec.get("step")
+    details = {k: round(float(v), 3) for k, v in rec.get("reward_details", {}).items() if "/" not in k}
     return {"source": source, "index": index, "step": step if step is not None else "?", "reward": rec.get("reward", 0.0),
+            "details": details,
             "kind": meta.get("template") or meta.get("family") or "", "prompt": rec.get("prompt", ""),
             "answer": str(rec.get("answer")), "tokens": tokens}
 
@@ -155,7 +170,8 @@ function render() {
   $('episodes').innerHTML = '';
   for (const e of shown) {
     const div = document.createElement('div'); div.className = 'episode';
-    div.innerHTML = `<div class="head">step ${e.step} · ${e.kind} · reward ${e.reward} · answer ${e.answer}</div>`;
+    const parts = Object.entries(e.details || {}).map(([k, v]) => `${k} ${v}`).join(', ');
+    div.innerHTML = `<div class="head">step ${e.step} · ${e.kind} · reward ${e.reward}${parts ? ` (${parts})` : ''} · answer ${e.answer}</div>`;
     const toks = document.createElement('div'); toks.className = 'tokens';
     for (const [text, sampled, lp, adv, tool] of e.tokens) {
       const s = document.createElement('span');

@@ -130,3 +130,23 @@ def test_a_restarted_context_is_marked_where_it_starts(run_dir, tokenizer, tmp_p
     dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}", "--dump-dom",
                           page.as_uri()], capture_output=True, text=True, timeout=60).stdout
     assert dom.count('class="restart"') == 1 and "new context" in dom
+
+
+def test_the_reward_components_hacking_rates_and_ladder_are_drawn_and_each_episode_shows_its_components(
+        run_dir, tokenizer):
+    """Curves for `reward/<name>` (not its nested details), `hacking/<name>` and the ladder's pass
+    rates; a hacking warning is marked; the viewer's episodes carry their reward's components."""
+    rows = [{"step": s, "stage": "rl", "reward_mean": 0.5, "reward/outcome": 0.1 * s, "reward/outcome/tier_reached": 2.0,
+             "hacking/format_gaming": 0.2 * s, "ladder/syntax/pass_rate": 0.9, "ladder/seconds": 0.1} for s in (1, 2)]
+    rows.append({"step": 2, "stage": "event", "event": "hacking_warning", "evidence": {}})
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = run_dir / "trajectories" / "rl.jsonl"
+    episodes = [json.loads(line) for line in path.read_text().splitlines()]
+    episodes[0]["reward_details"] = {"correct": 1.0, "format": 1.0, "outcome/tier_reached": 3.0}
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    page = write_report(run_dir, tokenizer).read_text()
+    captions = [c.split("</figcaption>")[0] for c in page.split("<figcaption>")[1:]]
+    assert {"reward/outcome", "hacking/format_gaming", "ladder/syntax/pass_rate", "ladder/seconds"} <= set(captions)
+    assert "reward/outcome/tier_reached" not in captions and "<title>hacking_warning</title>" in page
+    data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    assert data[0]["details"] == {"correct": 1.0, "format": 1.0}
