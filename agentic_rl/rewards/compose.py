@@ -22,7 +22,7 @@ An empty section leaves the env's reward as it is (`composed_reward` returns it 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentic_rl.registry import Registry
@@ -62,6 +62,12 @@ REWARD_COMPONENTS.register("format")(_format)
 REWARD_COMPONENTS.register("tool_match")(_per_episode(ToolMatchReward()))
 REWARD_COMPONENTS.register("confidence")(_per_episode(Confidence()))
 REWARD_COMPONENTS.register("self_consistency")(lambda group, env: [s.value for s in SelfConsistency().score_group(group)])
+
+
+@REWARD_COMPONENTS.register("judge")
+def _judge(group: TrajectoryGroup, env: Sequence[Score]) -> list[float]:
+    """An LLM judge's score: bound to the run's judge (`reward.judge`) when the reward is built."""
+    raise ValueError("the judge component needs reward.judge (a model or a URL)")
 
 
 class Weighted(Protocol):
@@ -151,6 +157,7 @@ class ComposedReward:
     env: RewardFn
     components: tuple[Weighted, ...]
     penalties: tuple[Weighted, ...] = ()
+    bound: Mapping[str, Component] = field(default_factory=dict)  # components built for this run (the judge)
 
     def __call__(self, task, trajectory) -> Score:
         return self.score_group(TrajectoryGroup(task, (trajectory,)))[0]
@@ -160,7 +167,7 @@ class ComposedReward:
             env = list(self.env.score_group(group))
         else:
             env = [self.env(group.task, t) for t in group.trajectories]
-        columns = {c.name: REWARD_COMPONENTS.get(c.name)(group, env) for c in self.components}
+        columns = {c.name: (self.bound.get(c.name) or REWARD_COMPONENTS.get(c.name))(group, env) for c in self.components}
         columns |= {p.name: [float(HACKING_DETECTORS.get(p.name)(group.task, t)) for t in group.trajectories]
                     for p in self.penalties}
         out = []
@@ -171,9 +178,10 @@ class ComposedReward:
         return out
 
     def prepare(self, groups) -> None:
-        """A judge in the env's reward grades the whole step in one batch."""
-        if hasattr(self.env, "prepare"):
-            self.env.prepare(groups)
+        """A judge (in the env's reward, or the section's) grades the whole step in one batch."""
+        for part in (self.env, *self.bound.values()):
+            if hasattr(part, "prepare"):
+                part.prepare(groups)
 
     def new_step(self) -> None:
         new_step(self.env)
@@ -182,9 +190,11 @@ class ComposedReward:
         return step_metrics(self.env)
 
 
-def composed_reward(env: RewardFn, components: Sequence[Weighted], penalties: Sequence[Weighted] = ()) -> RewardFn:
-    """`env` itself when the section is empty; else the checked composition."""
+def composed_reward(env: RewardFn, components: Sequence[Weighted], penalties: Sequence[Weighted] = (),
+                    bound: Mapping[str, Component] | None = None) -> RewardFn:
+    """`env` itself when the section is empty; else the checked composition (`bound`: components built
+    for the run, by name)."""
     if not components and not penalties:
         return env
     check_reward(components, penalties)
-    return ComposedReward(env, tuple(components), tuple(penalties))
+    return ComposedReward(env, tuple(components), tuple(penalties), dict(bound or {}))

@@ -228,3 +228,31 @@ class CachedJudge:
             if not isinstance(answer, Exception) and len(self.answers) < self.max_items:
                 self.answers[k] = answer  # a failure is not kept: asked again next time
         return [self.answers[k] if k in self.answers else fresh[k] for k in keys]
+
+
+def make_judge(model: str, url: str = "", rubric: str = "", whole_episode: bool = False, max_new_tokens: int = 64,
+               timeout_s: float = 30.0) -> LLMJudge:
+    """A cached judge: `url` an OpenAI-compatible server asked for `model`, else `model` loaded
+    here, frozen (any name the loader reads)."""
+    if url:
+        engine: JudgeEngine = OpenAIJudge(url, model, timeout_s=timeout_s)
+    else:
+        from agentic_rl.models.loader import load_model
+
+        judge_model, tokenizer = load_model(model)
+        judge_model.requires_grad_(False)
+        engine = EmbeddedJudge(judge_model, tokenizer, max_new_tokens)
+    return LLMJudge(CachedJudge(engine), rubric or DEFAULT_RUBRIC, whole_episode=whole_episode)
+
+
+@dataclass(frozen=True)
+class JudgeComponent:
+    """The reward section's `judge` component: the judge's score of each episode of a group."""
+
+    judge: LLMJudge
+
+    def __call__(self, group: TrajectoryGroup, env: Sequence[Score]) -> list[float]:
+        return [self.judge(group.task, t).value for t in group.trajectories]
+
+    def prepare(self, groups: Sequence[TrajectoryGroup]) -> None:
+        self.judge.prepare(groups)

@@ -126,9 +126,19 @@ class Operands:
 PROCESS_REWARDS.register("operands")(Operands())
 
 
-def process_reward(name: str) -> Callable[[Trajectory], list[float]]:
-    """The registered process reward `name`, or the turn-by-turn sum of "a+b+…"."""
-    parts = [PROCESS_REWARDS.get(n.strip()) for n in name.split("+")]
+def process_reward(name: str, judge=None, judge_weight: float = 0.2) -> Callable[[Trajectory], list[float]]:
+    """The registered process reward `name`, or the turn-by-turn sum of "a+b+…"; `judge` (an
+    `LLMJudge`) grades each turn for the name `judge` (`JudgeTurns`)."""
+    def one(n: str):
+        if n != "judge":
+            return PROCESS_REWARDS.get(n)
+        if judge is None:
+            raise KeyError("process reward 'judge' needs reward.judge (a model or a URL)")
+        from agentic_rl.rewards.judge import JudgeTurns
+
+        return JudgeTurns(judge, judge_weight)
+
+    parts = [one(n.strip()) for n in name.split("+")]
     if len(parts) == 1:
         return parts[0]
     return lambda t: [sum(rs) for rs in zip(*(p(t) for p in parts))]

@@ -33,6 +33,7 @@ class Episodes:
     reward: RewardFn
     params: SamplingParams
     budget: Budget
+    judge: object = None  # the run's LLM judge (`reward.judge`), for `rl.algorithm.process_reward: judge`
 
 
 class Rollouts(Protocol):

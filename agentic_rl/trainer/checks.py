@@ -87,15 +87,21 @@ def _check_lists(cfg: Config) -> None:
     if unknown:
         raise ConfigError(f"rl.collapse.actions: unknown {REMEDIES.kind} {unknown[0]!r}; "
                           f"known: {', '.join(REMEDIES.names())}")
+    judged = bool(cfg.reward.judge.model or cfg.reward.judge.url)
     if cfg.rl.algorithm.process_reward:
         try:
-            process_reward(cfg.rl.algorithm.process_reward)
+            process_reward(cfg.rl.algorithm.process_reward, judge=object() if judged else None)
         except KeyError as e:
             raise ConfigError(f"rl.algorithm.process_reward: {e.args[0]}") from None
     try:
         check_reward(cfg.reward.components, cfg.reward.penalties)
     except ValueError as e:
         raise ConfigError(f"reward.{e.args[0]}") from None
+    if any(c.name == "judge" for c in cfg.reward.components) and not judged:
+        raise ConfigError("reward.components: judge needs reward.judge.model (policy, a model name or directory) "
+                          "or reward.judge.url")
+    if cfg.reward.judge.model not in ("", "policy") and not cfg.reward.judge.url and _missing_directory(cfg.reward.judge.model):
+        raise ConfigError(f"reward.judge.model: no such model directory: {cfg.reward.judge.model}")
 
 
 def _check_critic(cfg: Config) -> None:

@@ -47,7 +47,7 @@ def _workers(cfg: Config, model, tokenizer, spec) -> dict:
     from agentic_rl.trainer.episodes import episodes
     from agentic_rl.trainer.workers import RolloutWorkers
 
-    pool = RolloutWorkers(cfg, episodes(spec, cfg.env.options, cfg.rollout, reward=cfg.reward))
+    pool = RolloutWorkers(cfg, episodes(spec, cfg.env.options, cfg.rollout, reward=cfg.reward, policy=cfg.model.name))
     try:
         probe = sync_probe(HFEngine(model, tokenizer, cfg.model.precision), tokenizer, cfg)  # None: unchecked
         gap = pool.sync(model, 0, probe)

@@ -222,7 +222,8 @@ def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup],
     seeds = episode_seeds(seed, positions, rl.tasks.group_size) if run.cfg.rollout.rng == "episode" else None
     groups, stats = run.rollouts.rollout(tasks, rl.tasks.group_size, seed + 7_919_777 * w.rank, seeds)
     if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
-        groups = apply_process_rewards(process_reward(rl.algorithm.process_reward), groups)
+        turns = process_reward(rl.algorithm.process_reward, run.episodes.judge, run.cfg.reward.judge.turn_weight)
+        groups = apply_process_rewards(turns, groups)
     groups, stats = gather_rollouts(groups, stats)
     run.sampler.update(scored(groups))  # pass rates of what the policy did
     return groups, stats

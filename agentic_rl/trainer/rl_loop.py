@@ -136,7 +136,7 @@ def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: Metrics
     h = cfg.hindsight
     hindsight = None if h.coef <= 0 else hindsight_options(
         h, reference_solutions(spec, cfg.env.options) if h.reveal_solution else None)
-    eps = episodes(spec, cfg.env.options, cfg.rollout, reward=cfg.reward)
+    eps = episodes(spec, cfg.env.options, cfg.rollout, reward=cfg.reward, policy=cfg.model.name)
     run = RLRun(
         cfg=cfg, model=model, tokenizer=tokenizer, engine=engine, spec=spec, episodes=eps, sampler=sampler,
         optimizer=optimizer, loss=build_loss(cfg, model, reference, critic, teachers),

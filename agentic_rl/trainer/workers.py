@@ -64,7 +64,7 @@ class RolloutWorker:
         self.engine = HFEngine(model, self.tokenizer, cfg.model.precision)
         self.engine.version = -1  # no weights of the run's yet
         self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout,
-                                 reward=cfg.reward)
+                                 reward=cfg.reward, policy=cfg.model.name)
 
     def load(self, weights: Weights | None) -> int:
         """Hold `weights` (fetched and loaded unless this worker holds their version); its version."""

@@ -3,10 +3,6 @@ host's loopback), the embedded model, and failures recorded as errors, never as 
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 
 from agentic_rl.rewards.judge import (
@@ -37,62 +33,26 @@ def test_parse_score(text, value):
     assert got == (pytest.approx(value) if value is not None else None)
 
 
-class _Server:
-    """A minimal OpenAI-compatible endpoint: replies with `reply`, records the requests."""
-
-    def __init__(self, reply: str):
-        outer = self
-        self.requests = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append((self.path, dict(self.headers), body))
-                data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-
-
-def test_openai_compatible_endpoint(episode, monkeypatch):
-    server = _Server("Correct.\nScore: 8")
+def test_openai_compatible_endpoint(episode, monkeypatch, judge_server):
+    server = judge_server("Correct.\nScore: 8")
     monkeypatch.setenv("JUDGE_KEY", "sk-test")
-    try:
-        judge = LLMJudge(OpenAIJudge(server.url, "judge-model", api_key_env="JUDGE_KEY"))
-        t = episode("<answer>12</answer>")
-        s = judge(t.task, t)
-    finally:
-        server.close()
+    judge = LLMJudge(OpenAIJudge(server.url, "judge-model", api_key_env="JUDGE_KEY"))
+    t = episode("<answer>12</answer>")
+    s = judge(t.task, t)
     assert s.value == pytest.approx(0.8) and s.error is None
     path, headers, body = server.requests[0]
     assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sk-test"
     assert body["model"] == "judge-model" and "Reference answer: 12" in body["messages"][1]["content"]
 
 
-def test_a_judge_that_cannot_grade_is_the_machines_failure_never_a_zero(episode):
+def test_a_judge_that_cannot_grade_is_the_machines_failure_never_a_zero(episode, judge_server):
     """Down, or answering without a score: `JudgeError`, and scoring marks the episode an
     infrastructure failure of kind judge (it leaves the loss) instead of a reward of 0."""
     t = episode("<answer>12</answer>")
     with pytest.raises(JudgeError, match="judge failed: URLError"):
         LLMJudge(OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout_s=2))(t.task, t)  # nothing listens on port 9
-    server = _Server("I cannot grade this.")
-    try:
-        with pytest.raises(JudgeError, match="judge wrote no score"):
-            LLMJudge(OpenAIJudge(server.url, "m"))(t.task, t)
-    finally:
-        server.close()
+    with pytest.raises(JudgeError, match="judge wrote no score"):
+        LLMJudge(OpenAIJudge(judge_server("I cannot grade this.").url, "m"))(t.task, t)
     scored = score_trajectory(LLMJudge(OpenAIJudge("http://127.0.0.1:9/v1", "m", timeout_s=2)), t)
     assert scored.infra_failure == "judge" and scored.error.startswith("reward failed: JudgeError")
 
@@ -135,12 +95,9 @@ def test_a_failed_answer_is_not_cached_and_costs_only_its_episode(episode):
     assert engine.batches == [2, 1, 1]  # the step's batch; b asked again, twice (a reward is tried twice)
 
 
-def test_judge_turns_as_process_rewards(episode):
-    server = _Server("Score: 10")
-    try:
-        rewards = JudgeTurns(LLMJudge(OpenAIJudge(server.url, "m")), weight=0.2)(episode("call", "<answer>1</answer>"))
-    finally:
-        server.close()
+def test_judge_turns_as_process_rewards(episode, judge_server):
+    rewards = JudgeTurns(LLMJudge(OpenAIJudge(judge_server("Score: 10").url, "m")), weight=0.2)(
+        episode("call", "<answer>1</answer>"))
     assert rewards == [pytest.approx(0.1), pytest.approx(0.1)]  # 0.2 x (1.0 - 0.5) per turn
 
 
@@ -158,3 +115,33 @@ def test_the_embedded_model_as_judge(tiny, tokenizer, episode):
         assert 0 <= s.value <= 1
     except JudgeError:
         pass
+
+
+def test_the_reward_section_composes_a_judge_and_the_judge_grades_turns(episode, judge_server):
+    """`reward.judge.url` and a `judge` component gated on the outcome: the solved episode gets
+    outcome + 0.5 x 0.8, the failed one nothing from the judge; `rl.algorithm.process_reward: judge`
+    grades each turn with the same judge; a judge component or process reward without a judge is
+    refused at load."""
+    from agentic_rl.envs.registry import resolve_env
+    from agentic_rl.rewards.process import process_reward
+    from agentic_rl.rewards.scoring import score_groups
+    from agentic_rl.trainer.checks import check_config
+    from agentic_rl.trainer.config import ConfigError, load_config
+    from agentic_rl.trainer.episodes import episodes
+    from agentic_rl.types import TrajectoryGroup
+
+    url = judge_server("Score: 8").url
+    section = ["reward.components=[{name: outcome}, {name: judge, weight: 0.5, gate: outcome}]",
+               f"reward.judge.url={url}", "reward.judge.model=m"]
+    cfg = load_config("recipes/tiny.yaml", [*section, "rl.algorithm.process_reward=judge"])
+    check_config(cfg)
+    eps = episodes(resolve_env("calculator", {}), {}, cfg.rollout, reward=cfg.reward, policy=cfg.model.name)
+    right, wrong = episode("<answer>12</answer>"), episode("<answer>7</answer>")
+    scored = score_groups(eps.reward, [TrajectoryGroup(right.task, (right, wrong))])[0].trajectories
+    assert [t.reward_details["judge"] for t in scored] == [pytest.approx(0.8)] * 2
+    assert scored[0].reward == pytest.approx(scored[0].reward_details["outcome"] + 0.4) and scored[1].reward < 0.5
+    assert process_reward("judge", eps.judge, 0.2)(right) == [pytest.approx(0.06)]  # 0.2 x (0.8 - 0.5)
+    with pytest.raises(ConfigError, match="judge needs reward.judge"):
+        check_config(load_config("recipes/tiny.yaml", [section[0]]))
+    with pytest.raises(ConfigError, match="process reward 'judge' needs reward.judge"):
+        check_config(load_config("recipes/tiny.yaml", ["rl.algorithm.process_reward=judge"]))

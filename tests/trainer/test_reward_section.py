@@ -41,7 +41,7 @@ def test_each_step_logs_the_components_and_the_hacking_rates(tmp_path):
 def test_an_unknown_component_fails_at_load_naming_the_known_ones():
     cfg = load_config("recipes/tiny.yaml", ["reward.components=[{name: outcome}, {name: judge_score}]"])
     with pytest.raises(ConfigError, match=r"reward.components\[1\].name: unknown reward component 'judge_score'; "
-                                          r"known: confidence, format, outcome, self_consistency, tool_match"):
+                                          r"known: confidence, format, judge, outcome, self_consistency, tool_match"):
         check_config(cfg)
 
 
