@@ -56,6 +56,7 @@ def _load_builtin() -> None:
     _builtin_loaded = True
     from agentic_rl.envs.adapters import gymnasium as gym_adapter
     from agentic_rl.envs.adapters import mcp, skyrl_gym
+    from agentic_rl.envs.adapters import openenv as openenv_adapter
     from agentic_rl.envs.adapters import verifiers as vf_adapter
     from agentic_rl.envs.builtin import (
         calculator,
@@ -76,3 +77,4 @@ def _load_builtin() -> None:
     FAMILIES["gym"] = gym_adapter.gym_spec
     FAMILIES["skyrl"] = skyrl_gym.skyrl_spec
     FAMILIES["vf"] = vf_adapter.vf_spec
+    FAMILIES["openenv"] = openenv_adapter.openenv_spec
