@@ -72,3 +72,39 @@ def test_returns_and_endings_equal_the_envs_own(served, tokenizer):
 def test_check_env_passes(served, tokenizer):
     checks = check_env(NAME, tokenizer)
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+
+
+def test_a_killed_run_leaves_no_server(tmp_path):
+    """The server dies with the process that started it, even one killed with SIGKILL (no atexit).
+    A bare ASGI app stands in for an OpenEnv one here: the lifecycle is uvicorn's, and it starts in
+    a second where openenv's server imports gradio."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "bare_app.py").write_text(
+        "async def app(scope, receive, send):\n"
+        "    if scope['type'] == 'http':\n"
+        "        await send({'type': 'http.response.start', 'status': 200, 'headers': []})\n"
+        "        await send({'type': 'http.response.body', 'body': b'ok'})\n")
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from agentic_rl.envs.adapters.openenv import server; "
+        f"s = server('bare_app:app', {str(tmp_path)!r}); print(s.process.pid, flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    pid = int(parent.stdout.readline())
+    os.kill(pid, 0)  # serving
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):
+        time.sleep(0.1)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with_status = open(f"/proc/{pid}/stat").read().split()[2]
+        if with_status == "Z":  # exited, waiting for its (dead) parent's reaper
+            break
+    else:
+        raise AssertionError(f"server {pid} outlived the run that started it")
