@@ -74,6 +74,16 @@ def test_check_env_passes(served, tokenizer):
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
 
 
+def test_a_server_that_goes_away_is_the_machines_failure(served):
+    spec = get_env(NAME)
+    env = spec.make_env({})
+    env.reset(spec.tasks("train", 1, 0)[0])
+    adapter.server("tests.envs.openenv_guess:app", ".").stop()
+    result = env.step(_call("3"))
+    env.close()
+    assert result.truncated and result.info["infra_failure"] == "tool_backend" and "openenv server" in result.info["error"]
+
+
 def test_a_killed_run_leaves_no_server(tmp_path):
     """The server dies with the process that started it, even one killed with SIGKILL (no atexit).
     A bare ASGI app stands in for an OpenEnv one here: the lifecycle is uvicorn's, and it starts in

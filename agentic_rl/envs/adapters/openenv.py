@@ -12,7 +12,9 @@ The server's `done` ends the episode, and the sum of its rewards is the return (
 adapter's `GymReturn`); a policy that stops calling `act` first is truncated with the return so far.
 
 Options: `cwd`, `action_field` (message), `observation_field`, `describe`, `success` (1.0),
-`format` (hermes), `startup_s` (30).
+`format` (hermes), `startup_s` (120: openenv's server imports gradio, slow on a loaded machine).
+A server or connection that fails during a step is an infrastructure failure (the episode trains
+nothing), never the policy's error.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from agentic_rl.envs.adapters.gymnasium import SPLIT_SEEDS, GymReturn
 from agentic_rl.envs.base import StepResult, ToolEnv
 from agentic_rl.envs.formats import get_format
 from agentic_rl.envs.spec import EnvSpec
+from agentic_rl.faults import InfrastructureError
 from agentic_rl.types import Task
 
 OPTIONS = ("cwd", "action_field", "observation_field", "describe", "success", "format", "startup_s")
@@ -97,7 +100,7 @@ _SERVERS: dict[tuple[str, str], Server] = {}
 _LOCK = threading.Lock()
 
 
-def server(app: str, cwd: str, startup_s: float = 30.0) -> Server:
+def server(app: str, cwd: str, startup_s: float = 120.0) -> Server:
     """The process's server of `app` run in `cwd`, started on first use."""
     key = (app, str(Path(cwd).resolve()))
     with _LOCK:
@@ -140,8 +143,8 @@ class OpenEnvEnv(ToolEnv):
         from openenv import GenericEnvClient
 
         self.close()
-        url = server(self.app, self.options.get("cwd", "."), float(self.options.get("startup_s", 30))).url
-        self.client = GenericEnvClient(base_url=url).sync()
+        url = server(self.app, self.options.get("cwd", "."), float(self.options.get("startup_s", 120))).url
+        self.client = GenericEnvClient(base_url=url, connect_timeout_s=60).sync()  # roomy: a loaded machine
         first = self.client.reset(seed=int(task.meta["seed"]))
         self.done, self.total = first.done, 0.0
         messages = super().reset(task)
@@ -158,7 +161,10 @@ class OpenEnvEnv(ToolEnv):
         """
         if self.done:
             raise ValueError("the episode is over")
-        result = self.client.step({self.action_field: action})
+        try:
+            result = self.client.step({self.action_field: action})
+        except Exception as e:  # the server or the connection failed, not the action: the machine's fault
+            raise InfrastructureError(f"openenv server {self.app}: {type(e).__name__}: {e}") from e
         self.total += float(result.reward or 0.0)
         self.done = bool(result.done)
         return self.view(result.observation) + (f"\nThe episode is over; return {self.total:g}." if self.done else "")
