@@ -1,5 +1,5 @@
 """The OpenEnv adapter against a real OpenEnv server: a small env written with openenv's server API
-(tests/envs/openenv_guess.py; openenv-core ships no env of its own), served by uvicorn on loopback
+(examples/openenv_guess.py; openenv-core ships no env of its own), served by uvicorn on loopback
 from the adapter and played through openenv's own client by our rollout loop. The returns and
 endings equal what the env's class gives in-process for the same seed and actions; the server is
 gone once stopped."""
@@ -17,7 +17,7 @@ from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.conformance import check_env
 from agentic_rl.rollout.loop import Budget, rollout
 
-NAME = "openenv:tests.envs.openenv_guess:app"
+NAME = "openenv:examples.openenv_guess:app"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def _call(guess: str) -> str:
 
 
 def test_returns_and_endings_equal_the_envs_own(served, tokenizer):
-    from tests.envs.openenv_guess import GuessAction, GuessEnvironment, secret_of
+    from examples.openenv_guess import GuessAction, GuessEnvironment, secret_of
 
     spec = get_env(NAME)
     tasks = spec.tasks("train", 3, 0)
@@ -78,7 +78,7 @@ def test_a_server_that_goes_away_is_the_machines_failure(served):
     spec = get_env(NAME)
     env = spec.make_env({})
     env.reset(spec.tasks("train", 1, 0)[0])
-    adapter.server("tests.envs.openenv_guess:app", ".").stop()
+    adapter.server("examples.openenv_guess:app", ".").stop()
     result = env.step(_call("3"))
     env.close()
     assert result.truncated and result.info["infra_failure"] == "tool_backend" and "openenv server" in result.info["error"]

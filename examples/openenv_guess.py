@@ -1,6 +1,6 @@
 """A small OpenEnv environment written with openenv's server API (openenv-core ships none of its
 own): guess a number from 1 to 20, told higher or lower, reward 1 for the number, six guesses.
-Served as openenv serves one: `uvicorn tests.envs.openenv_guess:app`."""
+Served as openenv serves one: `uvicorn examples.openenv_guess:app`."""
 
 from __future__ import annotations
 
