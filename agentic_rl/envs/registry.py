@@ -58,6 +58,7 @@ def _load_builtin() -> None:
     from agentic_rl.envs.adapters import mcp, skyrl_gym
     from agentic_rl.envs.adapters import openenv as openenv_adapter
     from agentic_rl.envs.adapters import verifiers as vf_adapter
+    from agentic_rl.envs.adapters import tau2 as tau2_adapter
     from agentic_rl.envs.builtin import (
         calculator,
         code,
@@ -78,3 +79,4 @@ def _load_builtin() -> None:
     FAMILIES["skyrl"] = skyrl_gym.skyrl_spec
     FAMILIES["vf"] = vf_adapter.vf_spec
     FAMILIES["openenv"] = openenv_adapter.openenv_spec
+    FAMILIES["tau2"] = tau2_adapter.tau2_spec

@@ -79,6 +79,11 @@ class HermesFormat:
         """The whole conversation so far, ending where the next assistant action starts."""
         if not messages or messages[0]["role"] != "system":
             messages = [{"role": "system", "content": self.default_system}, *messages]
+        return self.render_turns(messages, tools) + self.generation_prompt()
+
+    def render_turns(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
+        """Messages as turns: consecutive tool results share one user turn, any other message is a
+        turn of its own (a user simulator's reply to the agent, in a conversation env)."""
         text, i = "", 0
         while i < len(messages):
             if messages[i]["role"] == "tool":  # consecutive tool results share one user turn
@@ -90,13 +95,13 @@ class HermesFormat:
                 continue
             text += self.render_message(messages[i], tools)
             i += 1
-        return text + self.generation_prompt()
+        return text
 
     def render_observation(self, messages: Sequence[Mapping], action_closed: bool) -> str:
         """Glue between two actions: close the assistant turn if the model did not, show the tool
-        results, open the next assistant turn. `action_closed`: the action ended with <|im_end|>."""
+        results (or a user's reply), open the next assistant turn. `action_closed`: the action ended with <|im_end|>."""
         head = "\n" if action_closed else f"{IM_END}\n"
-        return head + self.tool_turn(messages) + self.generation_prompt()
+        return head + self.render_turns(messages) + self.generation_prompt()
 
     # ---------------------------------------------------------------- parsing
     def prose(self, text: str) -> str:
