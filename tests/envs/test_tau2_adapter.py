@@ -104,7 +104,8 @@ def test_too_many_tool_errors_end_the_episode_with_nothing():
     assert [r.truncated for r in results] == [False, False, True] and results[-1].reward == 0.0
 
 
-@pytest.mark.parametrize(("domain", "sample"), [("airline", 1), ("retail", 2)])  # airline's database loads slowly
+# airline's 7 MB database loads and hashes slowly (~6 s a task): make test-slow
+@pytest.mark.parametrize(("domain", "sample"), [pytest.param("airline", 2, marks=pytest.mark.slow), ("retail", 2)])
 def test_airline_and_retail_tools_run_on_the_database_and_gold_actions_score_one(domain, sample):
     spec = get_env(f"tau2:{domain}")
     train, heldout = spec.tasks("train", 200, 0), spec.tasks("heldout", 200, 0)

@@ -87,14 +87,18 @@ def domain_tasks(domain: str) -> dict[str, Any]:
 @functools.cache
 def split_ids(domain: str, solo: bool) -> dict[str, tuple[str, ...]]:
     """Our split -> the ids of its tasks that fit the mode: tau2's train/test where the domain has
-    them; else (mock) the third of the fitting tasks whose ids hash lowest is held out."""
+    them; else (mock) the third whose ids hash lowest, among the tasks a solo agent can be scored on
+    and among the others apart, is held out (so a task held out in one mode is in no training split)."""
     loader = _tau2().get_task_splits_loader(domain)
     splits = loader() if loader is not None else {}
     fits = sorted(i for i, t in domain_tasks(domain).items() if task_fits(t, solo))
     if all(s in splits for s in SPLITS.values()):
         return {ours: tuple(i for i in fits if i in splits[theirs]) for ours, theirs in SPLITS.items()}
-    by_hash = sorted(fits, key=lambda i: hashlib.sha256(i.encode()).hexdigest())
-    held = set(by_hash[: max(1, len(fits) // 3)])
+    held = set()
+    for solo_fit in (True, False):
+        group = sorted((i for i, t in domain_tasks(domain).items() if task_fits(t, True) == solo_fit),
+                       key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+        held |= set(group[: max(1, len(group) // 3)])
     return {"train": tuple(i for i in fits if i not in held), "heldout": tuple(i for i in fits if i in held)}
 
 
@@ -146,6 +150,9 @@ class Tau2Env:
         self.max_errors = int(options.get("max_errors", 10))
         self.format = get_format(options.get("format", "hermes"))
         self.environment = _environment(domain, self.solo)
+        if not self.solo and self.environment.user_tools is not None:
+            raise ValueError(f"tau2:{domain}: its user has tools of their own, which the user simulator here "
+                             "does not serve; run it in solo mode (no env.options.user_url)")
         tools = self.environment.get_tools()
         if self.solo and self.environment.user_tools is not None:
             tools += self.environment.get_user_tools()
