@@ -21,6 +21,7 @@ from typing import Any
 from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.base import StepResult, close_env
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.envs.registry import resolve_env
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.rewards.scoring import score_groups
@@ -157,7 +158,8 @@ def _assert_rendered(spec: EnvSpec, options, tokenizer, task: Task, traj: Trajec
         for k, turn in enumerate(traj.turns):
             context = [*([] if turn.restart else context), *turn.obs_ids]
             shown = tokenizer.decode(context, skip_special_tokens=False)
-            assert shown == fmt.render_prompt(messages, env.tool_schemas), f"{task.id}: turn {k}'s prompt is not the rendering"
+            rendered = bos_text(fmt, tokenizer) + fmt.render_prompt(messages, env.tool_schemas)
+            assert shown == rendered, f"{task.id}: turn {k}'s prompt is not the rendering"
             context += turn.action_ids
             messages = [*messages, fmt.action_message(turn.action_text), *env.step(turn.action_text).observation]
     finally:

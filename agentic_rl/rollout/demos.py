@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agentic_rl.envs.base import Env, close_env
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.types import Task, Trajectory, Turn
 
 
@@ -48,7 +49,7 @@ def conversation_trajectory(task: Task, messages: Sequence[Mapping], tools: Sequ
     for i, msg in enumerate(messages[: last + 1]):
         if msg["role"] != "assistant":
             continue
-        before = fmt.render_prompt(messages[:i], tools)
+        before = bos_text(fmt, tokenizer) + fmt.render_prompt(messages[:i], tools)
         # a template that rewrites history (`history: template`, Qwen3's reasoning) starts a new
         # context where its rendering does not extend the one before, as the rollout does
         restart = not before.startswith(fed)

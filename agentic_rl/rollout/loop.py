@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from agentic_rl.engines.base import Engine, Restart, SamplingParams
 from agentic_rl.envs.base import Env, StepResult, close_env
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.faults import InfrastructureError, Timeout, deadline
 from agentic_rl.rollout.context import ContextPolicy, compacted, fit_context
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
@@ -178,7 +179,7 @@ def _start(task: Task, env: Env, tokenizer) -> _Episode:
     for _ in range(2):
         try:
             messages = env.reset(task)
-            text = env.format.render_prompt(messages, env.tool_schemas)
+            text = bos_text(env.format, tokenizer) + env.format.render_prompt(messages, env.tool_schemas)
             ep.fed = tokenizer.encode(text, add_special_tokens=False)
             ep.prompt, ep.context_len, ep.error = list(messages), len(ep.fed), None
             if history_of(env.format) == "template":
@@ -273,7 +274,7 @@ def _as_rendered(ep: _Episode, sample, observation, glue: str, tokenizer) -> lis
     fmt = ep.env.format
     ep.messages += [fmt.action_message(sample.text), *observation]
     ep.text += tokenizer.decode(list(sample.ids), skip_special_tokens=False) + glue
-    whole = fmt.render_prompt(ep.messages, ep.env.tool_schemas)
+    whole = bos_text(fmt, tokenizer) + fmt.render_prompt(ep.messages, ep.env.tool_schemas)
     if whole == ep.text:
         return tokenizer.encode(glue, add_special_tokens=False)
     ep.text = whole

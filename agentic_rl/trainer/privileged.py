@@ -38,6 +38,7 @@ from dataclasses import replace
 import torch
 
 from agentic_rl.envs.base import close_env
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import policy_forward
 from agentic_rl.models.precision import autocast
@@ -113,7 +114,7 @@ class PrivilegedTeacher:
             try:
                 solved = [{"role": "user", "content": example.prompt}, *self.spec.demonstration(example, env)]
                 messages = with_example(env.reset(task), solved)
-                text = env.format.render_prompt(messages, env.tool_schemas)
+                text = bos_text(env.format, self.tokenizer) + env.format.render_prompt(messages, env.tool_schemas)
             finally:
                 close_env(env)
             self._prompts[task.id] = tuple(self.tokenizer.encode(text, add_special_tokens=False))

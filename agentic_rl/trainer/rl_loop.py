@@ -19,6 +19,7 @@ from tqdm import tqdm
 from agentic_rl.data.curriculum import MIX_STRETCH, make_sampler, mixed_pool, mixed_tasks
 from agentic_rl.engines.probe import SyncProbe
 from agentic_rl.envs.base import close_env
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
@@ -183,8 +184,8 @@ def prompt_tokens(spec: EnvSpec, options: dict, seed: int, tokenizer, tries: int
     for attempt in range(tries):
         env = spec.make_env(options)
         try:
-            return len(tokenizer.encode(env.format.render_prompt(env.reset(task), env.tool_schemas),
-                                        add_special_tokens=False))
+            text = bos_text(env.format, tokenizer) + env.format.render_prompt(env.reset(task), env.tool_schemas)
+            return len(tokenizer.encode(text, add_special_tokens=False))
         except Exception:  # noqa: BLE001 - the rollout's rule: a reset that raises is tried again
             if attempt == tries - 1:
                 raise

@@ -5,6 +5,7 @@ Gemma end-of-turn markers are no single token."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -122,10 +123,38 @@ def test_an_end_of_turn_that_is_no_token_is_a_stop_string_and_is_never_fed_twice
     assert [t.stop_reason for t in traj.turns] == ["stop", "stop"]
     conversation = [*env.reset(task), {"role": "assistant", "content": "", "tool_calls": [CALL]},
                     {"role": "tool", "name": "calculator", "content": "14"}]
-    expected = LLAMA3_JSON.render_prompt(conversation, env.tool_schemas) + script[1]
+    expected = tokenizer.bos_token + LLAMA3_JSON.render_prompt(conversation, env.tool_schemas) + script[1]
     assert tokenizer.decode(traj.token_ids(), skip_special_tokens=False) == expected
     sampled = [t for turn in traj.turns for t in turn.action_ids]
     assert [t for t, m in zip(traj.token_ids(), traj.loss_mask()) if m] == sampled
+
+
+TEMPLATED = ["openai", "openai_reasoning", "qwen2_5", "qwen3", "llama3_json", "mistral", "gemma3"]
+
+
+@pytest.mark.parametrize("bos", ["", "<|begin_of_text|>"], ids=["smollm2-bos", "own-bos"])
+@pytest.mark.parametrize("name", TEMPLATED)
+def test_the_rollouts_prompt_is_what_apply_chat_template_tokenizes(tokenizer, name, bos):
+    """The ids the rollout feeds are transformers' `apply_chat_template(..., tokenize=True)` with the
+    format's template: opening with the tokenizer's BOS where the template renders `bos_token` (Llama
+    3, Mistral, Gemma; SmolLM2's BOS, or a family's own added as one special token), with nothing in
+    front for ChatML (Qwen, ours)."""
+    fmt = get_format(name)
+    tok = copy.deepcopy(tokenizer)
+    if bos:
+        tok.add_special_tokens({"bos_token": bos})
+    tok.chat_template = fmt.template
+    env = ToolEnv([calculator], "Use the calculator.", format=fmt)
+    task = Task(id="t", prompt="What is 2 + 3 * 4?", answer=14)
+    engine = ScriptedEngine(tok, lambda row, turn: "<answer>14</answer>" + fmt.end_of_turn)
+    (group,), _ = rollout(engine, tok, lambda: env, [task], 1, SamplingParams(1.0, 1.0, 64, fmt.stop_strings),
+                          Budget(2, 64, 128))
+    expected = tok.apply_chat_template(env.reset(task), tools=env.tool_schemas, add_generation_prompt=True,
+                                       tokenize=True)["input_ids"]
+    assert list(group.trajectories[0].turns[0].obs_ids) == expected
+    assert fmt.opens_with_bos == (name in ("llama3_json", "mistral", "gemma3"))
+    # SmolLM2's BOS is <|im_start|>, which ChatML opens with anyway; a family's own is no ChatML text
+    assert not bos or (expected[0] == tok.bos_token_id) == fmt.opens_with_bos
 
 
 def test_qwen_templates_follow_the_published_layouts():

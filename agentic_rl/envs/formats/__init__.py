@@ -39,6 +39,14 @@ def get_format(name: str) -> ToolFormat:
     return FORMATS.get(name)
 
 
+def bos_text(fmt: ToolFormat, tokenizer) -> str:
+    """What goes in front of a prompt `fmt` renders so the model reads it from its first token as the
+    family's template and tokenizer produce it (`apply_chat_template`): the tokenizer's BOS where the
+    format's template opens with one (`opens_with_bos`: Llama 3, Mistral, Gemma), else nothing
+    (ChatML, hermes, the tag protocols). Encoded without special tokens, the BOS text is the BOS id."""
+    return (tokenizer.bos_token or "") if getattr(fmt, "opens_with_bos", False) else ""
+
+
 def call_action(fmt: ToolFormat, name: str, **arguments) -> str:
     """The text of an action that calls tool `name` with `arguments`, as `fmt` writes it (a scripted
     policy's action: hostile actions, replayed demonstrations)."""
@@ -54,5 +62,5 @@ for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, QWEN2_5, QWEN3, LLA
 __all__ = [
     "FORMATS", "GEMMA3", "HERMES", "IM_END", "IM_START", "LLAMA3_JSON", "MISTRAL", "OPENAI_REASONING", "QWEN2_5", "QWEN3", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
     "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
-    "call_action", "get_format", "register_format",
+    "bos_text", "call_action", "get_format", "register_format",
 ]

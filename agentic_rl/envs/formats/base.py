@@ -39,6 +39,7 @@ class ToolFormat(Protocol):
     end_of_turn: str  # the text of the token that ends an assistant turn (the policy learns to emit it)
     # optional `call_end: str`: what the policy writes after a call that has no closing tag of its
     # own (the end-of-turn marker: Llama, Mistral, Gemma); "" when absent (`rollout/demos.py`)
+    # optional `opens_with_bos: bool`: the rendering is read after the tokenizer's BOS (`formats.bos_text`)
 
     def render_prompt(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         """The whole conversation so far, ending where the next action starts."""

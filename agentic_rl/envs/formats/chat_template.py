@@ -65,6 +65,13 @@ class ChatTemplateFormat:
         # the model sampled the end of turn itself: it is part of its action, not of the glue
         return glue.removeprefix(self.end_of_turn) if action_closed else glue
 
+    @property
+    def opens_with_bos(self) -> bool:
+        """Whether the template opens the conversation with the tokenizer's BOS (`bos_token`, which
+        Hugging Face's `apply_chat_template` passes in: Llama 3, Mistral, Gemma). The format's text never
+        holds it (a format knows no tokenizer): `formats.bos_text` is what the caller puts in front."""
+        return _opens_with_bos(self.template)
+
     def parse(self, text: str) -> ParsedAction:
         return self.calls.parse(text)
 
@@ -117,6 +124,14 @@ def _as_mapping(arguments: str) -> Any:
         return json.loads(arguments)
     except json.JSONDecodeError:  # not JSON: the template shows the string as it is
         return arguments
+
+
+@functools.lru_cache(maxsize=16)
+def _opens_with_bos(template: str) -> bool:
+    probe = "\x00bos-probe\x00"
+    text = _compiled(template).render(messages=[{"role": "user", "content": _USER}], tools=None,
+                                      add_generation_prompt=True, bos_token=probe)
+    return text.startswith(probe)
 
 
 @functools.lru_cache(maxsize=8)
