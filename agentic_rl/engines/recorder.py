@@ -111,13 +111,17 @@ def same_message(m: dict, reply: dict) -> bool:
 class Recorder:
     """Episodes by id, shared by the server's request threads."""
 
-    def __init__(self, tokenizer, eos_ids: Sequence[int] = (), history: str = "keep", limits: Limits = Limits()):
+    def __init__(self, tokenizer, eos_ids: Sequence[int] = (), history: str = "keep", limits: Limits = Limits(),
+                 end_of_turn: str = ""):
+        """`end_of_turn`: the format's end-of-turn text, which ends a reply as a stop string where it is
+        no token of the vocabulary (SmolLM2 in Llama's, Mistral's, Gemma's format)."""
         if history not in HISTORY:
             raise ValueError(f"history: one of {', '.join(HISTORY)} (got {history!r})")
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
         self.history = history
         self.limits = limits
+        self.end_of_turn = end_of_turn
         self.episodes: dict[str, Episode] = {}
         self.closed: set[str] = set()  # episodes whose owner gave up on them: their calls are refused
         self.lock = threading.Lock()
@@ -151,7 +155,7 @@ class Recorder:
         before, _, after = marked.partition(MARK.format(k))
         ids = reply.ids[:-1] if reply.ids and reply.ids[-1] in self.eos_ids else reply.ids
         shown = real[len(before) : len(real) - len(after)] if real.startswith(before) and real.endswith(after) else None
-        return shown == self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        return shown == self.tokenizer.decode(list(ids), skip_special_tokens=False).removesuffix(self._text_end(reply))
 
     def _splice(self, text: str, spliced: list[Call]) -> list[int]:
         parts = _MARKS.split(text)  # text, index, text, index, ..., text
@@ -162,9 +166,14 @@ class Recorder:
             if call.ids and call.ids[-1] in self.eos_ids:  # the template's end of turn, already sampled
                 eos = self.tokenizer.decode([call.ids[-1]])
                 after = after.removeprefix(eos)
-            ids += self._encode(after)
+            ids += self._encode(after.removeprefix(self._text_end(call)))
         return ids
 
+    def _text_end(self, call: Call) -> str:
+        """The end-of-turn text a reply ended with as a stop string (no token of the vocabulary), which
+        the template writes after the reply again; "" when it ended otherwise."""
+        ended = self.end_of_turn and call.ids and call.ids[-1] not in self.eos_ids
+        return self.end_of_turn if ended and call.text.endswith(self.end_of_turn) else ""
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 

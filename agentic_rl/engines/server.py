@@ -16,8 +16,13 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
   whose prompt plus `max_tokens` (16 when it names none) passes the model's context
   (`max_position_embeddings`) gets a 400 naming the limit, as vLLM refuses one (its `max_model_len`)
   and OpenAI does: the positions past it were never trained, so what they sample is noise.
-- `POST /v1/chat/completions`: `messages`, optional `tools` (OpenAI function schemas), rendered by
-  the model's chat template; a reply holding `<tool_call>` JSON comes back as OpenAI `tool_calls`.
+- `POST /v1/chat/completions`: `messages`, optional `tools` (OpenAI function schemas), in the
+  checkpoint's tool-call format: the registered format whose chat template the checkpoint carries
+  (a run saves its format's, `trainer.loop.speak_the_format`; `formats.format_of_template`), else the
+  model's own template with hermes calls. Assistant `tool_calls` and `tool` results are rendered by
+  that template (after the tokenizer's BOS where it opens with one, as the rollout prompts); a reply
+  stops at the format's stop strings too, and its calls, in the family's syntax (`<tool_call>` JSON,
+  Llama's JSON, Mistral's `[TOOL_CALLS]`, Gemma's `tool_code`), come back as OpenAI `tool_calls`.
   With `return_token_ids`, the choice carries the prompt's and the reply's token ids.
 - `POST /v1/load_weights` `{"path": DIR}`: load a checkpoint's weights (safetensors) into the
   served model and sync the sampler; answers the new `version`. Requests in flight finish on the
@@ -37,9 +42,8 @@ and shared-prefix prefill), while new requests queue for the next batch.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import queue
-import re
 import threading
 import time
 import uuid
@@ -49,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.envs.formats import ToolFormat, bos_text, format_of_template
 from agentic_rl.errors import UserDataError, UserFileError
 
 
@@ -128,41 +133,29 @@ def _stop_reason(sample: Sample, params: SamplingParams, tokenizer) -> tuple[str
     return "stop", None
 
 
-TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+def render_chat(fmt: ToolFormat, tokenizer, messages: list[dict], tools: list | None) -> str:
+    """A chat's prompt text as `fmt` renders it (its chat template), after the BOS it opens with."""
+    return bos_text(fmt, tokenizer) + fmt.render_prompt(messages, tools or ())
 
 
-def _tool_calls(text: str) -> tuple[str, list[dict]]:
-    """The reply's text before its first call, and its `<tool_call>` JSON blocks as OpenAI tool calls."""
-    calls = []
-    for m in TOOL_CALL.finditer(text):
-        try:
-            call = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            continue
-        if isinstance(call, dict) and isinstance(call.get("name"), str):
-            calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                          "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}})
-    return (text[: text.find("<tool_call>")].strip() if calls else text), calls
-
-
-def _messages(messages: list[dict]) -> list[dict]:
-    """OpenAI messages -> the chat template's: assistant tool calls as `<tool_call>` text, tool results as tool turns."""
-    out = []
-    for m in messages:
-        content = m.get("content") or ""
-        if m.get("role") == "assistant" and m.get("tool_calls"):
-            calls = [f'<tool_call>\n{{"name": "{c["function"]["name"]}", "arguments": {c["function"]["arguments"]}}}\n'
-                     "</tool_call>" for c in m["tool_calls"]]
-            content = "\n".join([content, *calls]).strip()
-        out.append({"role": m.get("role", "user"), "content": content})
-    return out
+def reply_message(fmt: ToolFormat, tokenizer, ids: list[int], eos_ids) -> dict:
+    """The sampled reply as an OpenAI assistant message: `fmt`'s parser reads the calls (special
+    tokens kept: Mistral's `[TOOL_CALLS]` and Llama's `<|python_tag|>` are tokens of their vocabularies),
+    each call gets an id of its own, and the end of turn is not content."""
+    ids = ids[:-1] if ids and ids[-1] in eos_ids else ids
+    message = fmt.action_message(tokenizer.decode(ids, skip_special_tokens=False))
+    for call in message.get("tool_calls", ()):
+        call["id"] = f"call_{uuid.uuid4().hex[:12]}"
+    return {**message, "content": message["content"] or None}
 
 
 class _Handlers:
     """The endpoints' bodies over one engine (FastAPI calls the bound methods)."""
 
-    def __init__(self, engine, tokenizer, name: str, recorder=None, sampling: SamplingParams | None = None):
+    def __init__(self, engine, tokenizer, name: str, recorder=None, sampling: SamplingParams | None = None,
+                 fmt: ToolFormat | None = None):
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
+        self.fmt = fmt or format_of_template(tokenizer.chat_template)
         self.worker = BatchingWorker(engine)
         self.recorder, self.sampling = recorder, sampling
         self.context = getattr(engine.model.config, "max_position_embeddings", None)  # None: no limit known
@@ -241,8 +234,7 @@ class _Handlers:
         return self.reply("cmpl", choice, ids, s)
 
     def render(self, messages: list[dict], tools: list | None) -> str:
-        return self.tokenizer.apply_chat_template(_messages(messages), tools=tools, tokenize=False,
-                                                  add_generation_prompt=True)
+        return render_chat(self.fmt, self.tokenizer, messages, tools)
 
     async def chat(self, body: dict, episode: str | None = None):
         """A chat completion; with `episode` (recording mode) the call is recorded under it and the
@@ -257,14 +249,16 @@ class _Handlers:
         else:
             ids = list(tok(self.render(messages, body.get("tools")), add_special_tokens=False)["input_ids"])
         params = self.params({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
+        if self.sampling is None:  # a reply ends where the format's actions end (a call's closing tag, its end of turn)
+            params = dataclasses.replace(params, stop_strings=tuple(dict.fromkeys((*params.stop_strings,
+                                                                                    *self.fmt.stop_strings))))
         version = self.engine.version
         # recorded: a stream of its own per episode and call, so a run samples alike however its calls batch
         seed = zlib.crc32(f"{episode}/{len(self.recorder.episode(episode).calls)}".encode()) if episode else None
         s = await self.sample(ids, params, seed)
-        content, calls = _tool_calls(tok.decode(list(s.ids), skip_special_tokens=True))
-        message = {"role": "assistant", "content": content or None, **({"tool_calls": calls} if calls else {})}
+        message = reply_message(self.fmt, tok, list(s.ids), getattr(self.engine, "eos_ids", ()))
         choice = {"index": 0, "message": message,
-                  "finish_reason": "tool_calls" if calls else _stop_reason(s, params, tok)[0]}
+                  "finish_reason": "tool_calls" if message.get("tool_calls") else _stop_reason(s, params, tok)[0]}
         if body.get("return_token_ids"):
             choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
         if episode is not None:
@@ -325,16 +319,19 @@ async def _openai_error(request, e):
                         status_code=e.status_code, headers=getattr(e, "headers", None))
 
 
-def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None):
+def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None,
+               fmt: ToolFormat | None = None):
     """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`engines/recorder.py`) it also
     records: `/episodes/{id}/v1/chat/completions`, `POST /episodes/{id}/reward`, `GET /episodes/{id}`;
-    `sampling` then replaces every request's sampling parameters (the recipe's, for training)."""
+    `sampling` then replaces every request's sampling parameters (the recipe's, for training). `fmt`:
+    the tool-call format chats are rendered and parsed in (default: the one the tokenizer's chat
+    template speaks, `formats.format_of_template`)."""
     from fastapi import FastAPI
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     app = FastAPI(title="agentic-rl serve")
     app.exception_handler(StarletteHTTPException)(_openai_error)
-    h = _Handlers(engine, tokenizer, name, recorder, sampling)
+    h = _Handlers(engine, tokenizer, name, recorder, sampling, fmt)
     app.state.worker = h.worker
     app.get("/health")(h.health)
     app.get("/version")(h.version)
@@ -362,6 +359,7 @@ def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, precision:
 
     model, tokenizer = load_model(checkpoint, device=device)
     engine = HFEngine(model, tokenizer, precision)
-    recorder = Recorder(tokenizer, engine.eos_ids, history) if record else None
+    fmt = format_of_template(tokenizer.chat_template)
+    recorder = Recorder(tokenizer, engine.eos_ids, history, end_of_turn=fmt.end_of_turn) if record else None
     uvicorn.run(create_app(engine, tokenizer, name=checkpoint, recorder=recorder), host=host, port=port,
                 log_level="warning")

@@ -52,10 +52,12 @@ class Proxy:
         import uvicorn
 
         from agentic_rl.engines.server import create_app
+        from agentic_rl.envs.formats import format_of_template
 
-        self.recorder = Recorder(tokenizer, engine.eos_ids, history, limits)
+        fmt = format_of_template(tokenizer.chat_template)  # the run's format: its template is the tokenizer's
+        self.recorder = Recorder(tokenizer, engine.eos_ids, history, limits, end_of_turn=fmt.end_of_turn)
         self.port = free_port()
-        app = create_app(engine, tokenizer, recorder=self.recorder, sampling=sampling)
+        app = create_app(engine, tokenizer, recorder=self.recorder, sampling=sampling, fmt=fmt)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, name="agentic-rl-proxy", daemon=True)
         self.thread.start()

@@ -9,12 +9,14 @@ the extension shows the sampled ids were used.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
 from agentic_rl.engines.recorder import Call, Episode, Limits, Recorder, trajectory
-from agentic_rl.engines.server import _messages
+from agentic_rl.engines.server import render_chat
+from agentic_rl.envs.formats import format_of_template
 from agentic_rl.models.loader import load_tokenizer
 from agentic_rl.types import Task
 
@@ -28,8 +30,7 @@ def tok():
 
 
 def render(tok):
-    return lambda messages, tools: tok.apply_chat_template(_messages(messages), tools=tools, tokenize=False,
-                                                          add_generation_prompt=True)
+    return functools.partial(render_chat, format_of_template(tok.chat_template), tok)
 
 
 def char_ids(tok, text: str) -> tuple[int, ...]:
@@ -121,8 +122,7 @@ def _reasoning_episode(tok, history: str) -> tuple[Recorder, list[Call]]:
     from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE
 
     rec = Recorder(tok, eos_ids=[tok.eos_token_id], history=history)
-    r = lambda m, tools: tok.apply_chat_template(_messages(m), tools=tools, tokenize=False,  # noqa: E731
-                                                 add_generation_prompt=True, chat_template=REASONING_CHATML_TEMPLATE)
+    r = functools.partial(render_chat, format_of_template(REASONING_CHATML_TEMPLATE), tok)
     messages = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 6*7?"}]
     texts, follow = ["<think>\nuse the tool\n</think>\n\nchecking", "<think>\nit said 42\n</think>\n\nIt is 42.", "Yes."], \
         [{"role": "tool", "content": "42"}, {"role": "user", "content": "Sure?"}, None]

@@ -214,7 +214,8 @@ def test_weights_sent_to_the_server_are_served_and_checked(served, tokenizer, tm
 def test_chat_completions_render_tool_calls_in_and_parse_them_out(served, tokenizer):
     import httpx
 
-    from agentic_rl.engines.server import _messages, _tool_calls
+    from agentic_rl.engines.server import reply_message
+    from agentic_rl.envs.formats import get_format
 
     engine, _ = served
     tools = [{"type": "function", "function": {"name": "calculator", "description": "evaluate",
@@ -224,17 +225,19 @@ def test_chat_completions_render_tool_calls_in_and_parse_them_out(served, tokeni
                 {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
                     "name": "calculator", "arguments": '{"expression": "6*7"}'}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "42"}]
-    assert '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call>' in \
-        _messages(messages)[1]["content"]
     r = httpx.post(engine.url + "/v1/chat/completions", json={"messages": messages, "tools": tools, "max_tokens": 8,
                                                               "return_token_ids": True}, timeout=30).json()
     choice = r["choices"][0]
-    prompt = tokenizer.decode(choice["prompt_token_ids"])
-    assert "calculator" in prompt and "42" in prompt and len(choice["token_ids"]) == 8
-    text, calls = _tool_calls('Let me compute.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": '
-                              '"6*7"}}\n</tool_call>')
-    assert text == "Let me compute." and calls[0]["function"] == {"name": "calculator",
-                                                                  "arguments": '{"expression": "6*7"}'}
+    # the tokenizer's template (our tool ChatML) renders the call and its result, as Hugging Face renders them
+    assert choice["prompt_token_ids"] == tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                                                       tokenize=True)["input_ids"]
+    assert '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call><|im_end|>' in \
+        tokenizer.decode(choice["prompt_token_ids"]) and len(choice["token_ids"]) == 8
+    text = 'Let me compute.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call>'
+    message = reply_message(get_format("openai"), tokenizer, tokenizer.encode(text) + [tokenizer.eos_token_id],
+                            {tokenizer.eos_token_id})
+    assert message["content"] == "Let me compute." and message["tool_calls"][0]["function"] == {
+        "name": "calculator", "arguments": '{"expression": "6*7"}'}
 
 
 def test_a_recipe_runs_through_a_managed_server_and_stops_it(tmp_path):

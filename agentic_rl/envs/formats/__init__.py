@@ -20,7 +20,7 @@ from agentic_rl.envs.formats.chat_template import ChatTemplateFormat
 from agentic_rl.envs.formats.families import GEMMA3, LLAMA3_JSON, MISTRAL, QWEN2_5, QWEN3
 from agentic_rl.envs.formats.hermes import HERMES, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, HermesFormat
 from agentic_rl.envs.formats.tags import RETOOL, SEARCH_R1, TagAction, TagFormat
-from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE
+from agentic_rl.models.chat_template import REASONING_CHATML_TEMPLATE, TOOL_CHATML_TEMPLATE
 from agentic_rl.registry import Registry
 
 FORMATS: Registry = Registry("tool-call format")
@@ -37,6 +37,17 @@ def get_format(name: str) -> ToolFormat:
             if ep.name == name:
                 register_format(ep.load())
     return FORMATS.get(name)
+
+
+def format_of_template(template: str | None) -> ToolFormat:
+    """The format a chat template speaks: the registered format rendered by exactly this template (a
+    checkpoint saves its format's: `trainer.loop.speak_the_format`; a hermes run's is `openai`'s, which
+    renders what hermes renders), else the model's own template with hermes `<tool_call>` calls and
+    the arguments as mappings, as Hugging Face templates index into them."""
+    by_template = {getattr(FORMATS[name], "template", None): FORMATS[name] for name in FORMATS}
+    if template in by_template:
+        return by_template[template]
+    return ChatTemplateFormat(template or TOOL_CHATML_TEMPLATE, "own", json_arguments=False)
 
 
 def bos_text(fmt: ToolFormat, tokenizer) -> str:
@@ -62,5 +73,5 @@ for _fmt in (HERMES, ChatTemplateFormat(), OPENAI_REASONING, QWEN2_5, QWEN3, LLA
 __all__ = [
     "FORMATS", "GEMMA3", "HERMES", "IM_END", "IM_START", "LLAMA3_JSON", "MISTRAL", "OPENAI_REASONING", "QWEN2_5", "QWEN3", "RETOOL", "SEARCH_R1", "TOOL_CALL_CLOSE", "TOOL_CALL_OPEN",
     "ChatTemplateFormat", "HermesFormat", "ParsedAction", "TagAction", "TagFormat", "ToolFormat",
-    "bos_text", "call_action", "get_format", "register_format",
+    "bos_text", "call_action", "format_of_template", "get_format", "register_format",
 ]
