@@ -21,8 +21,11 @@ class ScriptedEngine:
         self.tokenizer = tokenizer
         self.script = script
         self.logprob = logprob  # what the engine reports for each scripted token
+        self.eos_ids = frozenset({tokenizer.eos_token_id} - {None})
+        self.dtype = "scripted"
 
-    def session(self, seed: int = 0) -> _ScriptedSession:
+    def session(self, seed: int = 0, row_seeds: Mapping[int, int] | None = None) -> _ScriptedSession:
+        """`row_seeds` (the server's per-request streams) change nothing: a script draws nothing."""
         return _ScriptedSession(self)
 
     def sync_weights(self) -> int:

@@ -158,7 +158,8 @@ class _Handlers:
         self.fmt = fmt or format_of_template(tokenizer.chat_template)
         self.worker = BatchingWorker(engine)
         self.recorder, self.sampling = recorder, sampling
-        self.context = getattr(engine.model.config, "max_position_embeddings", None)  # None: no limit known
+        config = getattr(getattr(engine, "model", None), "config", None)  # a scripted engine has no model
+        self.context = getattr(config, "max_position_embeddings", None)  # None: no limit known
 
     def params(self, body: dict) -> SamplingParams:
         from fastapi import HTTPException

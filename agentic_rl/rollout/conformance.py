@@ -11,7 +11,9 @@ conversation, and actions laid out otherwise start new contexts, each exactly wh
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 import math
 import random
 from collections.abc import Callable, Mapping
@@ -44,6 +46,7 @@ def check_env(name: str, tokenizer, options: Mapping[str, Any] | None = None, n:
     tasks = spec.tasks(spec.splits[0], n, 0)
     checks.append(_demonstrations(spec, options, tokenizer, tasks))
     checks.append(_rewritten_history(spec, options, tokenizer, tasks))
+    checks.append(_served_round_trip(spec, options, tokenizer, tasks))
     checks.append(_bad_actions(spec, options, tasks[0]))
     checks += _budgets(spec, options, tokenizer, tasks[0])
     return checks
@@ -146,6 +149,80 @@ def _rewritten_history(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> 
         assert restarts, "actions laid out otherwise than the template renders them never started a new context"
         return f"every turn's prompt is the template's rendering; {restarts} new contexts, each as sampled"
     return _guard("rewritten history starts exact contexts", run)
+
+
+def _served_round_trip(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Check:
+    """A checkpoint trained in the format carries its chat template (`trainer.loop.speak_the_format`);
+    served by our OpenAI endpoint in recording mode (`engines/server.py`), with the demonstrations'
+    actions as the replies and an agent sending back what it gets plus the tool results: the server
+    reads the format off the template, every call comes back as the `tool_calls` it was, and the
+    recorded rows are the SFT rows, token for token and mask for mask."""
+    def run() -> str:
+        env = spec.make_env(options)
+        fmt, tools = env.format, env.tool_schemas
+        close_env(env)
+        if spec.demonstration is None:
+            return "no demonstrations (skipped)"
+        if not getattr(fmt, "template", None):
+            return f"format {fmt.name} has no chat template to serve (skipped; hermes is served as openai)"
+        try:
+            from starlette.testclient import TestClient
+        except ImportError:
+            return "the serve extra is not installed (skipped)"
+        from agentic_rl.engines.recorder import Recorder
+        from agentic_rl.engines.server import create_app
+        from agentic_rl.envs.formats import format_of_template
+
+        trained = copy.deepcopy(tokenizer)
+        trained.chat_template = fmt.template
+        assert format_of_template(trained.chat_template) is fmt, f"the server reads template of {fmt.name} as another format"
+        calls = 0
+        for task in tasks:
+            demo, sft = demonstrate(spec, options, task, tokenizer)
+            env = spec.make_env(options)
+            try:
+                start = env.reset(task)
+            finally:
+                close_env(env)
+            actions = [t.action_text for t in sft.turns]
+            recorder = Recorder(trained, {tokenizer.eos_token_id}, history_of(fmt), end_of_turn=fmt.end_of_turn)
+            engine = ScriptedEngine(trained, lambda row, turn, a=actions, r=recorder: a[len(r.episode("e").calls)])
+            with TestClient(create_app(engine, trained, recorder=recorder)) as http:
+                calls += _drive(http, [*start, *demo], tools, task)
+                rows = http.get("/episodes/e").json()["rows"]
+            assert [r["token_ids"] for r in rows] == [list(c.token_ids()) for c in sft.contexts()], \
+                f"{task.id}: the served episode's tokens are not the SFT sequence"
+            sampled = dataclasses.replace(sft, turns=tuple(dataclasses.replace(t, trained=True) for t in sft.turns))
+            # a demonstration's untrained turns (a shown mistake) are sampled, so trained, when served
+            assert [r["loss_mask"] for r in rows] == [list(c.loss_mask()) for c in sampled.contexts()], \
+                f"{task.id}: the served episode's mask is not the SFT mask"
+        return f"{len(tasks)} demonstrations served ({calls} tool calls back as tool_calls): rows == SFT rows"
+    return _guard("the checkpoint's template round-trips through the server", run)
+
+
+def _drive(http, demo: list[dict], tools, task: Task) -> int:
+    """An OpenAI-style agent replaying `demo`: each assistant turn asked of the server, its reply sent
+    back as it came, the demonstration's tool results answering its calls by id. Returns the calls."""
+    messages, pending, calls = [], [], 0
+    for m in demo:
+        if m["role"] != "assistant":
+            messages.append({**m, "tool_call_id": pending.pop(0)} if m["role"] == "tool" and pending else dict(m))
+            continue
+        r = http.post("/episodes/e/v1/chat/completions", json={"messages": messages, "tools": tools, "max_tokens": 8192})
+        assert r.status_code == 200, f"{task.id}: the server answered {r.status_code}: {r.text[:200]}"
+        reply = r.json()["choices"][0]["message"]
+        got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in reply.get("tool_calls") or ()]
+        want = [(c["function"]["name"], _arguments(c)) for c in m.get("tool_calls") or ()]
+        assert got == want, f"{task.id}: the server parsed {got}, the demonstration called {want}"
+        calls += len(got)
+        pending = [c["id"] for c in reply.get("tool_calls") or ()]
+        messages.append(reply)
+    return calls
+
+
+def _arguments(call: Mapping) -> Any:
+    args = call["function"]["arguments"]
+    return json.loads(args) if isinstance(args, str) else dict(args)
 
 
 def _assert_rendered(spec: EnvSpec, options, tokenizer, task: Task, traj: Trajectory) -> None:

@@ -6,8 +6,8 @@ structured `tool_calls`, the follow-up's prompt is Hugging Face's `apply_chat_te
 conversation, and the recorded episode is token for token the rollout's (the token contract).
 
 The completions are scripted (a random tiny model writes no call): the engine under the server
-replays the actions the rollout's scripted policy writes, past where a real engine stops (the server
-must cut them at the format's stop strings, as the rollout does).
+replays the actions the rollout's scripted policy writes, the call with text past where a real
+engine stops (the server must cut it at the format's stop strings, as the rollout does).
 """
 
 from __future__ import annotations
@@ -36,26 +36,6 @@ TEMPLATED = ["openai", "openai_reasoning", "qwen2_5", "qwen3", "llama3_json", "m
 TASK = Task(id="t", prompt="What is 6*7?", answer=42)
 
 
-class ForcedEngine(ScriptedEngine):
-    """The server's engine: the loaded checkpoint's model for its context length, scripted replies,
-    one a call in the order asked."""
-
-    def __init__(self, model, tokenizer, actions: list[str]):
-        super().__init__(tokenizer, lambda row, turn: actions[min(self.calls, len(actions) - 1)])
-        self.model, self.dtype, self.calls = model, model.dtype, 0
-        self.eos_ids = frozenset({tokenizer.eos_token_id})
-
-    def session(self, seed: int = 0, row_seeds=None):
-        session = super().session(seed)
-        run = session.run
-
-        def once(prompts, params, on_stop, **kw):  # a request is one reply: never a second turn
-            run(prompts, params, lambda row, s: on_stop(row, s) and None, **kw)
-            self.calls += 1
-        session.run = once
-        return session
-
-
 def _actions(fmt) -> list[str]:
     call = call_action(fmt, "calculator", expression="6*7") + getattr(fmt, "call_end", "")
     return [call + " and then some text past the call", "<answer>42</answer>" + fmt.end_of_turn]
@@ -79,8 +59,9 @@ def test_a_checkpoint_chats_in_its_format_through_the_openai_client(name, tiny, 
                           params, Budget(4, 64, 256))
     traj = group.trajectories[0]  # what training would train on
 
-    engine = ForcedEngine(model, tok, _actions(fmt))
-    recorder = Recorder(tok, engine.eos_ids, history_of(fmt), end_of_turn=fmt.end_of_turn)
+    actions, recorder = _actions(fmt), Recorder(tok, {tok.eos_token_id}, history_of(fmt), end_of_turn=fmt.end_of_turn)
+    engine = ScriptedEngine(tok, lambda row, turn: actions[min(len(recorder.episode("e").calls), 1)])
+    engine.model = model  # the checkpoint's context limit
     http = TestClient(create_app(engine, tok, recorder=recorder))
     client = openai.OpenAI(base_url="http://testserver/episodes/e/v1", api_key="none", http_client=http)
     messages = ToolEnv([calculator], "Use the calculator.", format=fmt).reset(TASK)

@@ -104,7 +104,7 @@ def test_parser_never_raises(fmt, text):
 @pytest.mark.parametrize("name", ["qwen2_5", "qwen3", "llama3_json", "mistral", "gemma3"])
 def test_calculator_passes_every_check_on_smollm2(tokenizer, name):
     checks = check_env("calculator", tokenizer, {"format": name})
-    assert [c for c in checks if not c.passed] == [] and len(checks) == 8
+    assert [c for c in checks if not c.passed] == [] and len(checks) == 9
 
 
 def test_an_end_of_turn_that_is_no_token_is_a_stop_string_and_is_never_fed_twice(tokenizer):

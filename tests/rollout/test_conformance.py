@@ -22,7 +22,7 @@ _counter = itertools.count()
 def test_calculator_passes_every_check(tokenizer, fmt, name):
     checks = check_env(name, tokenizer, {"format": fmt})
     assert [c.name for c in checks if not c.passed] == [], [c for c in checks if not c.passed]
-    assert len(checks) == 8
+    assert len(checks) == 9
 
 
 def test_a_rewriting_template_starts_exact_contexts_and_a_loop_that_ignores_it_fails(tokenizer, monkeypatch):
@@ -40,6 +40,34 @@ def test_a_rewriting_template_starts_exact_contexts_and_a_loop_that_ignores_it_f
     (check,) = [c for c in check_env("calculator", tokenizer, {"format": "openai_reasoning"})
                 if c.name == "rewritten history starts exact contexts"]
     assert not check.passed and "is not the rendering" in check.detail, check
+
+
+ROUND_TRIP = "the checkpoint's template round-trips through the server"
+
+
+@pytest.mark.parametrize("breakage", ["calls read as hermes", "end of turn fed twice"])
+def test_a_server_that_breaks_the_format_fails_the_round_trip(tokenizer, monkeypatch, breakage):
+    """Llama's format on SmolLM2 through the server: passes; a server that reads every reply as hermes
+    (no tool_calls come back), or a proxy that feeds the template's <|eot_id|> after a reply that
+    ended with that text (the rows are not the SFT rows), fails."""
+    from agentic_rl.engines import recorder, server
+
+    def passed() -> tuple[bool, str]:
+        (check,) = [c for c in check_env("calculator", tokenizer, {"format": "llama3_json"}) if c.name == ROUND_TRIP]
+        return check.passed, check.detail
+
+    assert passed()[0]
+    if breakage == "calls read as hermes":
+        real = server.reply_message
+        from agentic_rl.envs.formats import get_format
+
+        monkeypatch.setattr(server, "reply_message", lambda fmt, *a: real(get_format("openai"), *a))
+        want = "the server parsed []"
+    else:
+        monkeypatch.setattr(recorder.Recorder, "_text_end", lambda self, call: "")
+        want = "not the SFT sequence"
+    ok, detail = passed()
+    assert not ok and want in detail, detail
 
 
 @pytest.fixture
