@@ -164,7 +164,7 @@ def _served_round_trip(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> 
         if spec.demonstration is None:
             return "no demonstrations (skipped)"
         if not getattr(fmt, "template", None):
-            return f"format {fmt.name} has no chat template to serve (skipped; hermes is served as openai)"
+            return f"format {fmt.name} is rendered by no chat template (skipped)"
         try:
             from starlette.testclient import TestClient
         except ImportError:
