@@ -257,7 +257,7 @@ class _Handlers:
         # recorded: a stream of its own per episode and call, so a run samples alike however its calls batch
         seed = zlib.crc32(f"{episode}/{len(self.recorder.episode(episode).calls)}".encode()) if episode else None
         s = await self.sample(ids, params, seed)
-        message = reply_message(self.fmt, tok, list(s.ids), getattr(self.engine, "eos_ids", ()))
+        message = reply_message(self.fmt, tok, list(s.ids), self.engine.eos_ids)
         choice = {"index": 0, "message": message,
                   "finish_reason": "tool_calls" if message.get("tool_calls") else _stop_reason(s, params, tok)[0]}
         if body.get("return_token_ids"):
