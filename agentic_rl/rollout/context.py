@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentic_rl.envs.formats import bos_text
 from agentic_rl.registry import Registry
 
 DROPPED = "[observation dropped to fit the context]"
@@ -83,7 +84,7 @@ def _assistant(fmt, text: str) -> dict:
 
 
 def _encode(tokenizer, fmt, messages: Sequence[dict], tools) -> list[int]:
-    return tokenizer.encode(fmt.render_prompt(list(messages), tools), add_special_tokens=False)
+    return tokenizer.encode(bos_text(fmt, tokenizer) + fmt.render_prompt(list(messages), tools), add_special_tokens=False)
 
 
 def fit_context(ep, sample, observation: Sequence[dict], obs_ids, tokenizer, budget):
@@ -136,4 +137,4 @@ def _rendered(ep, messages: Sequence[dict], tokenizer) -> None:
     """A format whose template rewrites history follows its conversation from the new context on."""
     if getattr(ep.env.format, "history", "keep") == "template":
         ep.messages = list(messages)
-        ep.text = ep.env.format.render_prompt(ep.messages, ep.env.tool_schemas)
+        ep.text = bos_text(ep.env.format, tokenizer) + ep.env.format.render_prompt(ep.messages, ep.env.tool_schemas)
