@@ -57,8 +57,8 @@ def _load_builtin() -> None:
     from agentic_rl.envs.adapters import gymnasium as gym_adapter
     from agentic_rl.envs.adapters import mcp, skyrl_gym
     from agentic_rl.envs.adapters import openenv as openenv_adapter
-    from agentic_rl.envs.adapters import verifiers as vf_adapter
     from agentic_rl.envs.adapters import tau2 as tau2_adapter
+    from agentic_rl.envs.adapters import verifiers as vf_adapter
     from agentic_rl.envs.builtin import (
         calculator,
         code,
