@@ -147,6 +147,7 @@ class _Lines:
 
     def __init__(self, tokenizer, lines: list[str]):
         self.tokenizer, self.lines = tokenizer, list(lines)
+        self.eos_ids = frozenset({tokenizer.eos_token_id} - {None})  # what ends a reply, as every engine says
 
     def session(self, *_):
         return self
