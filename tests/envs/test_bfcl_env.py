@@ -1,0 +1,155 @@
+"""The BFCL env: the reward on hand-made right and wrong calls agrees with bfcl-eval's own checker,
+the demonstrations score 1 on every training task, no call is right on irrelevance entries, calls
+are recorded and never run, splits hold questions apart, and check-env through the real rollout loop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agentic_rl.data import bfcl_tasks as data
+from agentic_rl.envs.formats import call_action
+from agentic_rl.envs.registry import get_env
+from agentic_rl.rewards.bfcl import checker_module
+from agentic_rl.rollout.conformance import check_env
+from agentic_rl.types import Trajectory, Turn
+
+SPEC = get_env("bfcl")
+REWARD = SPEC.make_reward({})
+
+
+def _entry(bfcl_id: str):
+    category = bfcl_id.rsplit("_", 1)[0]
+    for split in ("train", "heldout_in", "heldout_out"):
+        found = [t for t in data.pool(split, (category,))[category] if t.meta["bfcl_id"] == bfcl_id]
+        if found:
+            return found[0]
+    raise LookupError(bfcl_id)
+
+
+def _play(task, actions: list[str]) -> Trajectory:
+    """The actions through the env (its parse and its notes), ending with a reply without a call."""
+    env = SPEC.make_env({})
+    env.reset(task)
+    turns = []
+    for text in [*actions, "Done."]:
+        r = env.step(text)
+        turns.append(Turn((), (1,), (0.0,), text, "stop", tool_calls=r.tool_calls, malformed_calls=r.malformed_calls,
+                          tool_errors=r.tool_errors))
+        if r.terminated:
+            return Trajectory(task=task, turns=tuple(turns), terminated=True)
+    raise AssertionError("the reply without a call did not end the episode")
+
+
+def _calls(task, *calls: tuple[str, dict]) -> list[str]:
+    fmt = SPEC.make_env({}).format
+    return [call_action(fmt, name, **args) for name, args in calls]
+
+
+def _bfcl(task, *calls: tuple[str, dict]) -> bool:
+    """bfcl-eval's checker called directly, as its ast_file_runner calls it (not through our reward)."""
+    from bfcl_eval.constants.enums import Language
+
+    output = [{name: args} for name, args in calls]
+    verdict = checker_module().ast_checker(task.meta["functions"], output, task.answer, Language.PYTHON,
+                                           task.meta["category"], "Qwen_Qwen3-8B-FC")
+    return verdict["valid"]
+
+
+CASES = [  # (entry, calls, right?) — simple_python_0: a triangle's area, base 10, height 5, unit optional
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10, "height": 5})], True),
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10, "height": 5, "unit": "units"})], True),
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10, "height": 6})], False),
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10})], False),  # a required parameter missing
+    ("simple_python_0", [("calculate_triangle_area", {"base": "10", "height": 5})], False),  # a string for an integer
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10, "height": 5, "unit": "cm"})], False),
+    ("simple_python_0", [("triangle_area", {"base": 10, "height": 5})], False),  # not the function given
+    ("simple_python_0", [("calculate_triangle_area", {"base": 10, "height": 5})] * 2, False),  # one call asked
+    ("simple_python_0", [], False),
+]
+
+
+@pytest.mark.parametrize(("bfcl_id", "calls", "right"), CASES)
+def test_the_reward_on_hand_made_calls_agrees_with_bfcls_checker(bfcl_id, calls, right):
+    task = _entry(bfcl_id)
+    score = REWARD(task, _play(task, _calls(task, *calls)))
+    assert score.details["correct"] == float(right) == float(_bfcl(task, *calls))
+    assert score.value == (1.0 if right else pytest.approx(0.1 * (score.details["format"])))
+
+
+def test_parallel_calls_are_right_in_any_order_and_wrong_with_one_missing():
+    task = next(t for t in data.pool("train", ("parallel",))["parallel"])
+    answer = data.first_answer(task.answer, task.meta["functions"])
+    assert len(answer) >= 2
+    for calls, right in [(answer, True), (answer[::-1], True), (answer[:-1], False)]:
+        got = REWARD(task, _play(task, _calls(task, *calls))).details["correct"]
+        assert got == float(right) == float(_bfcl(task, *calls)), calls
+
+
+def test_demonstrations_score_one_on_every_training_task():
+    tasks = [t for ts in data.pool("train", data.TRAIN_CATEGORIES).values() for t in ts]
+    assert len(tasks) > 2000
+    env = SPEC.make_env({})
+    wrong = []
+    for task in tasks:
+        demo = SPEC.demonstration(task, env)
+        actions = [env.format.render_assistant_body(m) for m in demo if m["role"] == "assistant"][:-1]
+        if REWARD(task, _play(task, actions)).value != 1.0:
+            wrong.append(task.id)
+    assert wrong == []
+
+
+def test_on_irrelevance_entries_no_call_is_right():
+    task = next(t for t in data.pool("train", ("irrelevance",))["irrelevance"])
+    fn = task.meta["functions"][0]
+    some_args = {k: 1 for k in fn["parameters"].get("required", ())}
+    assert task.answer is None and REWARD(task, _play(task, [])).value == 1.0
+    assert REWARD(task, _play(task, _calls(task, (fn["name"], some_args)))).details["correct"] == 0.0
+    assert REWARD(task, _play(task, ["<tool_call>{not json</tool_call>"])).details["correct"] == 0.0
+
+
+def test_a_call_is_recorded_never_run_and_an_unknown_function_is_an_error(tmp_path):
+    task = _entry("simple_python_0")
+    env = SPEC.make_env({})
+    env.reset(task)
+    marker = tmp_path / "ran"
+    result = env.step(call_action(env.format, "os.system", command=f"touch {marker}"))
+    assert result.tool_errors == 1 and "no function 'os.system'" in result.observation[0]["content"]
+    assert not marker.exists() and not result.terminated
+    result = env.step(call_action(env.format, "calculate_triangle_area", base=1, height=2))
+    assert result.tool_errors == 0 and result.observation[0]["content"].startswith("Call recorded")
+
+
+def test_splits_hold_questions_apart_and_the_tools_are_the_entrys_functions():
+    train = {t.prompt for ts in data.pool("train", data.TRAIN_CATEGORIES).values() for t in ts}
+    for split in ("heldout_in", "heldout_out"):
+        held = [t for ts in data.pool(split, data.OUT_CATEGORIES if split == "heldout_out" else data.TRAIN_CATEGORIES
+                                      ).values() for t in ts]
+        assert len(held) > 200 and not train & {t.prompt for t in held}
+    task = SPEC.tasks("heldout_out", 1, 0)[0]
+    assert task.meta["category"] in data.OUT_CATEGORIES
+    env = SPEC.make_env({})
+    env.reset(task)
+    assert [s["function"]["name"] for s in env.tool_schemas] == [f["name"] for f in task.meta["functions"]]
+    assert all(s["function"]["parameters"]["type"] == "object" for s in env.tool_schemas)  # BFCL's "dict"
+    few = get_env("bfcl:simple_python,irrelevance").tasks("train", 40, 0)
+    assert {t.meta["category"] for t in few} == {"simple_python", "irrelevance"}
+    with pytest.raises(ValueError, match="not a training category"):
+        get_env("bfcl:parallel_multiple")
+
+
+def test_the_env_imports_bfcl_without_its_model_handlers():
+    """bfcl-eval is installed --no-deps: scoring must not import its handlers (tree-sitter, ...)."""
+    code = ("import sys; from agentic_rl.envs.registry import get_env; s = get_env('bfcl'); t = s.tasks('train', 4, 0)[0];"
+            "from agentic_rl.types import Trajectory; s.make_reward({})(t, Trajectory(task=t, turns=()));"
+            "print(sorted(m for m in sys.modules if 'model_handler' in m or m == 'bfcl_eval.constants.model_config'"
+            " or m.startswith('tree_sitter')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_check_env_passes(tokenizer):
+    checks = check_env("bfcl", tokenizer)
+    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
