@@ -44,7 +44,7 @@ _OPENAPI = {"integer": "integer", "number": "number", "float": "number", "string
             "tuple": "array", "any": "string"}
 
 
-def _read(relative: str) -> list[dict]:
+def read_data(relative: str) -> list[dict]:
     path = resources.files("bfcl_eval") / "data" / relative
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -52,10 +52,10 @@ def _read(relative: str) -> list[dict]:
 @functools.cache
 def entries(category: str) -> tuple[dict, ...]:
     """A category's entries, each with its `ground_truth` (None for the irrelevance ones)."""
-    questions = _read(f"{VERSION}_{category}.json")
+    questions = read_data(f"{VERSION}_{category}.json")
     if category in IRRELEVANCE:
         return tuple({**q, "ground_truth": None} for q in questions)
-    answers = {a["id"]: a["ground_truth"] for a in _read(f"possible_answer/{VERSION}_{category}.json")}
+    answers = {a["id"]: a["ground_truth"] for a in read_data(f"possible_answer/{VERSION}_{category}.json")}
     return tuple({**q, "ground_truth": answers[q["id"]]} for q in questions)
 
 

@@ -1,6 +1,7 @@
 """BFCL's own verdict on an episode's function calls: bfcl-eval's AST checker (`ast_checker`), called
 on the calls our format parsed, as BFCL's evaluation calls it on a function-calling model's decoded
-output (docs/envs/bfcl.md).
+output; on a multi-turn entry, its `multi_turn_checker` (the backends' state and the calls' results
+after each user turn against the possible answer's) (docs/envs/bfcl.md).
 
 bfcl-eval is installed without its dependencies (`pip install --no-deps`): its checker module
 imports `bfcl_eval.constants.model_config` for one lookup, whether a model's function names had
@@ -18,6 +19,7 @@ import functools
 import importlib
 import sys
 import types
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +57,37 @@ def check_calls(functions: Sequence[dict], calls: Sequence[ToolCall], ground_tru
                                         Language.PYTHON, category, CHECKER_MODEL.replace("/", "_"))
 
 
+def check_multi_turn(task: Task, decoded: list[list[list[str]]]) -> dict:
+    """BFCL's multi-turn verdict on the per-turn, per-action call strings (`data.bfcl_multi_turn`).
+    The checker keeps the backend instances it runs in its module's globals, named by model and
+    entry, for the rest of the process: each verdict runs under a name of its own, and its instances
+    are deleted after (BFCL evaluates an entry once a process; an RL run scores it many times)."""
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker, multi_turn_utils
+
+    model = f"agentic_rl_{uuid.uuid4().hex}"
+    entry = {"id": task.meta["bfcl_id"], "initial_config": copy.deepcopy(task.meta["initial_config"]),
+             "involved_classes": list(task.meta["involved_classes"])}
+    try:
+        return multi_turn_checker.multi_turn_checker(decoded, copy.deepcopy(task.answer), entry,
+                                                     task.meta["category"], model)
+    finally:
+        state = vars(multi_turn_utils)
+        for name in [k for k in state if k.startswith(model)]:
+            del state[name]
+
+
+def turn_actions(trajectory: Trajectory) -> list[list[list[tuple[str, dict]]]]:
+    """Per user turn, per action, the calls an episode made: an action without a call attempt ends
+    its user turn (the env then shows the next one)."""
+    out: list[list[list[tuple[str, dict]]]] = [[]]
+    for t in trajectory.turns:
+        if t.tool_calls or t.malformed_calls:
+            out[-1].append([(c.name, dict(c.arguments)) for c in t.tool_calls])
+        else:
+            out.append([])
+    return out[:-1]
+
+
 def episode_calls(trajectory: Trajectory) -> tuple[list[ToolCall], int]:
     """Every call the episode parsed, in order, and how many call attempts did not parse."""
     return [c for t in trajectory.turns for c in t.tool_calls], sum(t.malformed_calls for t in trajectory.turns)
@@ -66,9 +99,12 @@ class BFCLVerifier:
     category; `task.answer`: its possible answer). A call that did not parse makes the answer
     undecodable, which BFCL scores wrong. Irrelevance entries (no possible answer) are right when the
     episode attempted no call at all — stricter than BFCL's relevance runner, which counts an
-    undecodable call as no call (a policy would learn to write broken calls)."""
+    undecodable call as no call (a policy would learn to write broken calls). Multi-turn entries
+    (`later_turns` in meta): `multi_turn_checker` on the calls of each user turn."""
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        if "later_turns" in task.meta:
+            return self._multi_turn(task, trajectory)
         calls, malformed = episode_calls(trajectory)
         if task.answer is None:
             ok = not calls and not malformed
@@ -78,6 +114,17 @@ class BFCLVerifier:
         verdict = check_calls(task.meta["functions"], calls, task.answer, task.meta["category"])
         ok = bool(verdict["valid"])
         return Score(float(ok), {"correct": float(ok), "calls": float(len(calls))})
+
+    def _multi_turn(self, task: Task, trajectory: Trajectory) -> Score:
+        """An episode that did not reach the end of its last user turn is BFCL's force-terminated
+        entry: wrong. A call that did not parse is left out, as BFCL's decoder leaves it."""
+        from agentic_rl.data.bfcl_multi_turn import per_turn_calls
+
+        actions = turn_actions(trajectory)
+        if not trajectory.terminated or len(actions) != len(task.answer):
+            return Score(0.0, {"correct": 0.0, "unfinished": 1.0})
+        ok = bool(check_multi_turn(task, per_turn_calls(actions))["valid"])
+        return Score(float(ok), {"correct": float(ok), "calls": float(trajectory.num_tool_calls)})
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def _demonstrations(spec: EnvSpec, options, tokenizer, tasks: list[Task]) -> Che
         actions = [[t.action_text for t in sft.turns] for _, sft in made]  # as the policy writes them
         trajs = _play(spec, options, tokenizer, tasks, lambda row, turn: _final(actions[row], turn, tokenizer))
         for task, (demo, sft), traj in zip(tasks, made, trajs):
-            shown = [m["content"] for m in demo if m["role"] == "tool"]
+            shown = [m["content"] for m in demo if m["role"] != "assistant"]  # tool results, new user turns
             got = [t.observation for t in traj.turns if t.observation]
             assert "".join(shown) == "".join(got), f"{task.id}: observations differ from the demonstration's"
             assert traj.terminated and traj.reward >= 1.0, f"{task.id}: reward {traj.reward}, not full"

@@ -153,3 +153,46 @@ def test_the_env_imports_bfcl_without_its_model_handlers():
 def test_check_env_passes(tokenizer):
     checks = check_env("bfcl", tokenizer)
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+
+
+def test_multi_turn_possible_answers_run_on_the_backends_and_bfcls_checker_accepts_them():
+    """Every multi_turn_base entry: its possible answer, played through the env (the calls run on
+    BFCL's backends, a reply shows the next user turn), is right by BFCL's multi-turn checker; the
+    same with one turn's last call left out is wrong."""
+    from agentic_rl.data import bfcl_multi_turn
+
+    tasks = bfcl_multi_turn.tasks()
+    assert len(tasks) == 200
+    env = SPEC.make_env({})
+    for task in tasks:
+        actions = [env.format.render_assistant_body(m) for m in SPEC.demonstration(task, env) if m["role"] == "assistant"]
+        assert REWARD(task, _play_all(task, actions)).details["correct"] == 1.0, task.id
+    task = tasks[0]  # multi_turn_base_0: turn 0 is cd, mkdir, mv; without the mv the file stays
+    actions = [env.format.render_assistant_body(m) for m in SPEC.demonstration(task, env) if m["role"] == "assistant"]
+    assert '"mv"' in actions[2]
+    assert REWARD(task, _play_all(task, actions[:2] + actions[3:])).details["correct"] == 0.0
+    unfinished = REWARD(task, _play_all(task, actions[:-1])).details  # the last reply never given
+    assert (unfinished["correct"], unfinished["outcome/unfinished"]) == (0.0, 1.0)
+
+
+def _play_all(task, actions: list[str]) -> Trajectory:
+    env = SPEC.make_env({})
+    env.reset(task)
+    turns, done = [], False
+    for text in actions:
+        r = env.step(text)
+        turns.append(Turn((), (1,), (0.0,), text, "stop", tool_calls=r.tool_calls, malformed_calls=r.malformed_calls,
+                          tool_errors=r.tool_errors))
+        done = r.terminated
+    return Trajectory(task=task, turns=tuple(turns), terminated=done)
+
+
+def test_multi_turn_demonstrations_through_the_real_rollout_loop(tokenizer):
+    """The token contract on multi-turn entries (check-env runs the training split only): the
+    replayed possible answer gets the demonstration's observations and user turns, reward 1, and the
+    very tokens and mask SFT would train on."""
+    from agentic_rl.rollout.conformance import _demonstrations
+
+    tasks = SPEC.tasks("multi_turn", 2, 0)
+    check = _demonstrations(SPEC, {}, tokenizer, tasks)
+    assert check.passed, check.detail

@@ -4,20 +4,26 @@ whether they are right (docs/envs/bfcl.md).
 
 The function docs are the episode's tools, rendered by the run's tool-call format. BFCL's
 single-turn functions are documentation only, nothing runs them: a call is recorded and answered
-with a short note, and the episode ends at the first action without a call. The reward is BFCL's
-checker on every call the episode made (`rewards/bfcl.py`); the format term (ended by itself, every
-call parsed and named a given function) is gated.
+with a short note, and the episode ends at the first action without a call. The `multi_turn` split
+(BFCL's multi_turn_base, never trained) runs the calls on bfcl-eval's simulated backends (file
+system, trading, travel, messaging, vehicle control, ...), the episode's state; an action without a
+call ends the user turn and the env shows the next one. The reward is BFCL's checker on the calls
+the episode made (`rewards/bfcl.py`); the format term (ended by itself, every call parsed, named a
+given function and, on a backend, ran) is gated.
 
-Options: `format` (hermes), `format_weight` (0.1).
+Options: `format` (hermes), `format_weight` (0.1), `fewshot` (one worked example before the
+question: a training entry's function doc, its request and its demonstration).
 `bfcl:CATEGORY,CATEGORY` is the env trained on those of the training categories only
 (`data/bfcl_tasks.py`): `train` and `heldout_in` draw from them, `heldout_out` is unchanged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentic_rl.data import bfcl_multi_turn as multi_turn
 from agentic_rl.data import bfcl_tasks as data
 from agentic_rl.envs.base import StepResult
 from agentic_rl.envs.formats import call_action, get_format
@@ -36,33 +42,46 @@ DONE, NO_FUNCTION = "The calls are made.", "None of the functions I have can do 
 
 
 class BFCLEnv:
-    """One episode: the task's function docs as tools; calls are recorded, not run."""
+    """One episode: the task's function docs as tools. A single-turn entry's calls are recorded; a
+    multi-turn entry's run on its backends, and a reply without a call shows the next user turn."""
 
     def __init__(self, options: Mapping[str, Any]):
         self.format = get_format(options.get("format", "hermes"))
         self.tool_schemas: Sequence[Mapping[str, Any]] = ()
         self.names: frozenset[str] = frozenset()
+        self.fewshot = fewshot_messages() if options.get("fewshot") else ()
+        self.backends: multi_turn.Backends | None = None
+        self.later: list[list[dict]] = []
 
     def reset(self, task: Task) -> list[dict]:
+        multi = "later_turns" in task.meta
+        self.backends = multi_turn.Backends(task) if multi else None
+        self.later = [list(turn) for turn in task.meta.get("later_turns", ())]
         self.tool_schemas = task.meta["tools"]
         self.names = frozenset(f["name"] for f in task.meta["functions"])
         given = [dict(m) for m in task.meta["messages"]]
         system = "\n\n".join([SYSTEM_PROMPT, *(m["content"] for m in given if m["role"] == "system")])
-        return [{"role": "system", "content": system}, *(m for m in given if m["role"] != "system")]
+        return [{"role": "system", "content": system}, *self.fewshot, *(m for m in given if m["role"] != "system")]
 
     def step(self, action: str) -> StepResult:
         parsed = self.format.parse(action)
-        if parsed.is_final:
-            return StepResult(terminated=True)
+        if parsed.is_final:  # the reply to this user turn: the next one, or the end
+            return StepResult(observation=tuple(self.later.pop(0))) if self.later else StepResult(terminated=True)
         messages = [{"role": "tool", "name": "error", "content": f"Error: {e}"} for e in parsed.errors]
-        unknown = 0
+        failed = 0
         for call in parsed.tool_calls:
-            known = call.name in self.names
-            unknown += not known
-            content = RECORDED if known else f"Error: no function {call.name!r}; the functions are: {', '.join(sorted(self.names))}"
+            content, ok = self._call(call.name, call.arguments)
+            failed += not ok
             messages.append({"role": "tool", "name": call.name, "content": content})
         return StepResult(observation=tuple(messages), tool_calls=parsed.tool_calls,
-                          malformed_calls=len(parsed.errors), tool_errors=len(parsed.errors) + unknown)
+                          malformed_calls=len(parsed.errors), tool_errors=len(parsed.errors) + failed)
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+        if self.backends is not None:
+            return self.backends.call(name, arguments)
+        if name not in self.names:
+            return f"Error: no function {name!r}; the functions are: {', '.join(sorted(self.names))}", False
+        return RECORDED, True
 
 
 def demonstration(task: Task, env: BFCLEnv) -> list[dict]:
@@ -70,6 +89,8 @@ def demonstration(task: Task, env: BFCLEnv) -> list[dict]:
     call's closing tag), each followed by the env's note, then a reply without a call; for an
     irrelevance entry, only that reply."""
     env.reset(task)
+    if "later_turns" in task.meta:
+        return multi_turn_demonstration(task, env)
     if task.answer is None:
         return [{"role": "assistant", "content": NO_FUNCTION}]
     out: list[dict] = []
@@ -77,6 +98,31 @@ def demonstration(task: Task, env: BFCLEnv) -> list[dict]:
         call = {"type": "function", "function": {"name": name, "arguments": args}}
         out += [{"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "name": name, "content": RECORDED}]
     return [*out, {"role": "assistant", "content": DONE}]
+
+
+def multi_turn_demonstration(task: Task, env: BFCLEnv) -> list[dict]:
+    """Each user turn's possible-answer calls run on the env's backends (their real results), a
+    reply, then the next user turn as the env shows it."""
+    out: list[dict] = []
+    for turn, calls in enumerate(task.answer):
+        for text in calls:
+            name, args = env.backends.bind(text)
+            call = {"type": "function", "function": {"name": name, "arguments": args}}
+            out += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                    {"role": "tool", "name": name, "content": env.backends.call(name, args)[0]}]
+        out.append({"role": "assistant", "content": DONE})
+        out += task.meta["later_turns"][turn] if turn < len(task.meta["later_turns"]) else []
+    return out
+
+
+def fewshot_messages() -> tuple[dict, ...]:
+    """One worked example (the prompt-engineering baseline). The example's function is not among the
+    episode's tools, so its doc is shown in the example's request."""
+    task = data.make_tasks(1, 777, "train", ("simple_python",))[0]
+    env = BFCLEnv({})
+    doc = json.dumps(task.meta["functions"][0])
+    return ({"role": "user", "content": f"(An example, with the function {doc})\n{task.prompt}"},
+            *demonstration(task, env))
 
 
 def hostile_actions(task: Task, env: BFCLEnv) -> list[str]:
@@ -95,8 +141,9 @@ def make_spec(name: str, categories: Sequence[str] | None = None) -> EnvSpec:
     return EnvSpec(
         name=name, make_env=BFCLEnv,
         make_reward=lambda options: GatedOutcome(BFCLVerifier(), float(options.get("format_weight", 0.1)), CallFormat()),
-        tasks=lambda split, n, seed: data.make_tasks(n, seed, split, categories),
-        splits=data.SPLITS, demonstration=demonstration, options=OPTIONS, hostile_actions=hostile_actions)
+        tasks=lambda split, n, seed: (multi_turn.make_tasks(n, seed) if split == "multi_turn"
+                                      else data.make_tasks(n, seed, split, categories)),
+        splits=(*data.SPLITS, "multi_turn"), demonstration=demonstration, options=OPTIONS, hostile_actions=hostile_actions)
 
 
 def categories_spec(argument: str) -> EnvSpec:
