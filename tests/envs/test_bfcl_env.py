@@ -231,3 +231,17 @@ def test_sft_then_grpo_on_the_real_model(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 2 and all(math.isfinite(r["loss"]) and math.isfinite(r["entropy"]) for r in rl)
+
+
+def test_multi_turn_calls_reach_only_the_documented_methods():
+    """A backend's private methods, its constructor and a name no doc gives are error observations;
+    bad arguments are the backend's error, read by the model."""
+    task = next(t for t in SPEC.tasks("multi_turn", 200, 0) if t.meta["involved_classes"] == ["GorillaFileSystem"])
+    env = SPEC.make_env({})
+    env.reset(task)
+    for name in ("_load_scenario", "__init__", "os.system", "eval"):
+        result = env.step(call_action(env.format, name, scenario={}))
+        assert result.tool_errors == 1 and result.observation[0]["content"].startswith("Error: no function"), name
+    result = env.step(call_action(env.format, "cd", directory="nowhere"))  # cd takes `folder`
+    assert result.tool_errors == 1 and "Error during execution" in result.observation[0]["content"]
+    assert env.step(call_action(env.format, "pwd")).observation[0]["content"].startswith('{"current_working_directory"')
