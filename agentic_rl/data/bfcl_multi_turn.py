@@ -43,7 +43,7 @@ def tasks() -> tuple[Task, ...]:
         excluded = set(e.get("excluded_function", ()))
         functions = [f for c in e["involved_classes"] for f in _docs(c) if f["name"] not in excluded]
         out.append(Task(id=f"bfcl-{e['id']}", prompt=e["question"][0][-1]["content"], answer=answers[e["id"]],
-                        meta={"category": CATEGORY, "split": "multi_turn", "bfcl_id": e["id"],
+                        meta={"category": CATEGORY, "template": CATEGORY, "split": "multi_turn", "bfcl_id": e["id"],
                               "messages": e["question"][0], "later_turns": e["question"][1:],
                               "functions": functions, "tools": [tool_schema(f) for f in functions],
                               "initial_config": e["initial_config"], "involved_classes": e["involved_classes"]}))

@@ -123,7 +123,7 @@ def answerable(entry: Mapping, category: str) -> bool:
 
 def _task(entry: Mapping, category: str, split: str) -> Task:
     return Task(id=f"bfcl-{entry['id']}", prompt=question_text(entry), answer=entry["ground_truth"],
-                meta={"category": category, "split": split, "bfcl_id": entry["id"],
+                meta={"category": category, "template": category, "split": split, "bfcl_id": entry["id"],
                       "messages": entry["question"][0], "functions": entry["function"],
                       "tools": [tool_schema(f) for f in entry["function"]]})
 
