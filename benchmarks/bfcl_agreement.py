@@ -12,7 +12,7 @@ BFCL's handler modules import tree-sitter and overrides, which the dev install l
 
     pip install --target /tmp/bfcl-deps --no-deps overrides tree_sitter==0.21.3 \
         tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4
-    PYTHONPATH=/tmp/bfcl-deps:. python benchmarks/bfcl_agreement.py --tasks 100 \
+    PYTHONPATH=/tmp/bfcl-deps:. python benchmarks/bfcl_agreement.py --checkpoint RUN/checkpoints/sft --tasks 40 \
         --out benchmarks/results/bfcl_agreement.json
 """
 
@@ -63,6 +63,7 @@ def main() -> None:
     p.add_argument("--checkpoint", default="smollm2")
     p.add_argument("--tasks", type=int, default=100, help="tasks per held-out split")
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--batch", type=int, default=20, help="episodes decoded together")
     p.add_argument("--out", default="")
     args = p.parse_args()
     cfg = load_config(args.recipe, [])
@@ -73,7 +74,9 @@ def main() -> None:
     params = SamplingParams(temperature=args.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                             stop_strings=fmt.stop_strings)
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
-    groups, _ = rollout(HFEngine(model, tok, cfg.model.precision), tok, lambda: spec.make_env({}), tasks, 1, params, budget)
+    engine, groups = HFEngine(model, tok, cfg.model.precision), []
+    for i in range(0, len(tasks), args.batch):  # a batch of episodes at a time: long prompts, bounded memory
+        groups += rollout(engine, tok, lambda: spec.make_env({}), tasks[i : i + args.batch], 1, params, budget, seed=i)[0]
     runner, handler = bfcl_runner()
     reward, rows = spec.make_reward({}), []
     for g in groups:
