@@ -223,8 +223,8 @@ def test_sft_then_grpo_on_the_real_model(tmp_path):
     from agentic_rl.trainer.loop import train
 
     cfg = load_config("recipes/bfcl.yaml", [
-        f"output_dir={tmp_path}", "sft.examples=64", "rl.steps=2", "rl.tasks.per_step=2", "rl.tasks.group_size=4",
-        "eval.tasks_per_split=24", "eval.splits=[heldout_in]", "log.progress=false", "log.tensorboard=false"])
+        f"output_dir={tmp_path}", "sft.examples=32", "rl.steps=2", "rl.tasks.per_step=2", "rl.tasks.group_size=4",
+        "eval.tasks_per_split=16", "eval.splits=[heldout_in]", "log.progress=false", "log.tensorboard=false"])
     results = train(cfg)
     base, sft = (results[k]["heldout_in"]["accuracy"] for k in ("base_zero_shot", "sft"))
     assert sft >= base + BFCL_SFT_LIFT, (base, sft)
