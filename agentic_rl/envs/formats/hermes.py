@@ -84,8 +84,6 @@ class HermesFormat:
     def render_turns(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         """Messages as turns: consecutive tool results share one user turn, any other message is a
         turn of its own (a user simulator's reply to the agent, in a conversation env)."""
-        return self._turns(messages, tools) + self.generation_prompt()
-    def _turns(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         text, i = "", 0
         while i < len(messages):
             if messages[i]["role"] == "tool":  # consecutive tool results share one user turn
@@ -104,9 +102,6 @@ class HermesFormat:
         results (or a user's reply), open the next assistant turn. `action_closed`: the action ended with <|im_end|>."""
         head = "\n" if action_closed else f"{IM_END}\n"
         return head + self.render_turns(messages) + self.generation_prompt()
-        results (and a new user turn, where an env gives one), open the next assistant turn.
-        `action_closed`: the action ended with <|im_end|>."""
-        return head + self._turns(messages) + self.generation_prompt()
 
     # ---------------------------------------------------------------- parsing
     def prose(self, text: str) -> str:
