@@ -72,8 +72,7 @@ def _load_builtin() -> None:
         tasks,
     )
 
-    for module in (calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks, mcp):
-    for module in (bfcl, calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks):
+    for module in (bfcl, calculator, code, frozen_lake, retool, search_r1, sokoban, sql, swe_repair, tasks, mcp):
         for spec in module.SPECS:
             register_env(spec)
     FAMILIES["swe_repair"] = swe_repair.instances_spec
