@@ -159,7 +159,9 @@ class Batch:
     Every row starts with the same `prefix_ids` (the longest common prefix of the rows: a group's
     prompt), which the trainer forwards once and shares; `input_ids` (B, T) are the rest of each row,
     right-padded. loss_mask is 1 exactly on sampled tokens; advantages and the sampler's logprobs are 0
-    elsewhere. Position t of every (B, T) tensor is about token input_ids[:, t].
+    elsewhere. Position t of every (B, T) tensor is about token input_ids[:, t]. With `packed`, the
+    model forwards the rows back to back in one padding-free row instead; its outputs come back in
+    this (B, T) layout.
     """
 
     prefix_ids: tuple[int, ...]
@@ -169,6 +171,7 @@ class Batch:
     advantages: Any
     sampler_logprobs: Any  # the engine's logprobs of the sampled tokens (the behaviour policy)
     segment_ids: Any | None = None  # packed rows: (B, T) conversation index per token (-1 on padding)
+    packed: Any | None = None  # the forward's padding-free layout of these rows (`trainer/batching.py`'s `PackedRows`)
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -177,4 +180,5 @@ class Batch:
         """The batch on `device` (the model's): built on the host, moved once before a forward."""
         move = lambda x: None if x is None else x.to(device)  # noqa: E731
         return Batch(self.prefix_ids, move(self.input_ids), move(self.attention_mask), move(self.loss_mask),
-                     move(self.advantages), move(self.sampler_logprobs), move(self.segment_ids))
+                     move(self.advantages), move(self.sampler_logprobs), move(self.segment_ids),
+                     None if self.packed is None else self.packed.to(device))

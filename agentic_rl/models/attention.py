@@ -70,12 +70,15 @@ def products(query, key, value, mask, scaling: float | None = None) -> torch.Ten
 def segment_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                               segment_spans=None, **kwargs):
     """Causal attention within each segment of each row, and none across. query (B, Hq, T, D),
-    key/value (B, Hkv, T, D), the same T tokens (no cache); `segment_spans[b]`: the (start, end) of
-    row b's segments, in order, covering the row. Returns (B, T, Hq, D).
+    key/value (B, Hkv, P + T, D): a prefix of P cached tokens every segment reads (P = 0 without a
+    cache), then the same T tokens; `segment_spans[b]`: the (start, end) of row b's segments, in
+    order, covering the row. Returns (B, T, Hq, D).
 
-    Each segment is a row of its own for `train_attention_forward`: given a causal (L, L) mask where
-    the products take it, no mask otherwise (SDPA's causal kernel), so nothing of size T x T is made."""
-    if attention_mask is not None or segment_spans is None or key.shape[2] != query.shape[2]:
+    Each segment is a row of its own for `train_attention_forward`: given a causal (L, P + L) mask
+    where the products take it or there is a prefix, no mask otherwise (SDPA's causal kernel), so
+    nothing of size T x T is made."""
+    P = key.shape[2] - query.shape[2]
+    if attention_mask is not None or segment_spans is None or P < 0:
         raise ValueError("segment attention: the segments' spans over the row's own keys, and no mask")
     not_plain = [k for k in _NOT_PLAIN if kwargs.get(k) is not None] + ["sinks"] * (getattr(module, "sinks", None) is not None)
     if not_plain:  # a window or a bias would need the mask the model builds for it, which is never built here
@@ -84,9 +87,12 @@ def segment_attention_forward(module, query, key, value, attention_mask, dropout
     for b, spans in enumerate(segment_spans):
         parts = []
         for start, end in spans:
-            q, k, v = (x[b : b + 1, :, start:end] for x in (query, key, value))
+            q = query[b : b + 1, :, start:end]
+            k, v = (torch.cat([x[b : b + 1, :, :P], x[b : b + 1, :, P + start : P + end]], dim=2) if P
+                    else x[b : b + 1, :, start:end] for x in (key, value))
             L = end - start
-            causal = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()[None, None] if L * L <= EAGER_MAX_PER_HEAD else None
+            small = L * (P + L) <= EAGER_MAX_PER_HEAD
+            causal = torch.ones(L, P + L, dtype=torch.bool, device=q.device).tril(P)[None, None] if small or P else None
             parts.append(train_attention_forward(module, q, k, v, causal, dropout, scaling, **kwargs)[0])
         rows.append(torch.cat(parts, dim=1))
     return torch.cat(rows, dim=0), None

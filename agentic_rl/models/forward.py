@@ -70,21 +70,23 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     """
     hidden = hidden_states(model, batch, shared)
     head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
-    ids = batch.input_ids
-    sel = batch.loss_mask.bool()
+    view = batch.packed if batch.packed is not None else batch  # the layout `hidden` is in
+    ids, sel = view.input_ids[view.loss_mask.bool()], view.loss_mask.bool()
     logp = None
     if not (entropy_grad or full) and type(head) is torch.nn.Linear and head.bias is None:
-        lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids[sel], temperature)
+        lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids, temperature)
     else:
         logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
-        lp_N = logp.gather(-1, ids[sel][:, None])[:, 0]
+        lp_N = logp.gather(-1, ids[:, None])[:, 0]
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy_N = -(logp.exp() * logp).sum(-1)
-    token_lp = torch.zeros(ids.shape, dtype=lp_N.dtype, device=ids.device).masked_scatter(sel, lp_N)
-    entropy = torch.zeros(ids.shape, device=ids.device).masked_scatter(sel, entropy_N)
+    # the N trained tokens in the same order in both layouts: back into the batch's (B, T)
+    out, shape = batch.loss_mask.bool(), batch.input_ids.shape
+    token_lp = torch.zeros(shape, dtype=lp_N.dtype, device=out.device).masked_scatter(out, lp_N)
+    entropy = torch.zeros(shape, device=out.device).masked_scatter(out, entropy_N)
     values = None
     if value_head is not None:
-        values = torch.zeros(ids.shape, device=ids.device).masked_scatter(sel, value_head(hidden[sel]).float())
+        values = torch.zeros(shape, device=out.device).masked_scatter(out, value_head(hidden[sel]).float())
     return PolicyOutputs(token_lp, entropy, values, logp if full else None)
 
 
@@ -160,6 +162,8 @@ def hidden_states(model, batch: Batch, shared: SharedPrompt | None = None) -> to
 
 
 def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpointed: bool) -> torch.Tensor:
+    if batch.packed is not None:
+        return _packed_hidden_states(decoder, batch, shared, checkpointed)
     ids, attn = batch.input_ids, batch.attention_mask
     B = ids.shape[0]
     if batch.prefix_ids:
@@ -179,6 +183,29 @@ def _hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpoin
         body = decoder(input_ids=ids, attention_mask=attn, use_cache=False)
     # token 0 of a row (or of a packed trajectory) has no prediction; it is prompt, never trained
     return torch.cat([body.last_hidden_state[:, :1], body.last_hidden_state[:, :-1]], dim=1)
+
+
+def _packed_hidden_states(decoder, batch: Batch, shared: SharedPrompt | None, checkpointed: bool) -> torch.Tensor:
+    """(1, W, H) hidden states of `batch.packed`, the rows back to back: every segment attends to the
+    shared prefix's cache (one copy, not one a row) and causally to itself, its positions continuing
+    from the prefix; a row's first token is predicted by the prefix's last hidden state."""
+    packed, P = batch.packed, len(batch.prefix_ids)
+    spans, positions = segment_layout(packed.segment_ids)
+    past, last = {}, None
+    if P:
+        cache, last = _prefix(decoder, batch.prefix_ids, shared if not checkpointed else None, checkpointed)
+        if checkpointed:
+            cache.__class__ = _FrozenPrefix  # same state; only `update` differs
+        past = {cache_kwarg(decoder): cache}
+    with ExitStack() as stack:
+        stack.enter_context(segment_attention(decoder))
+        if checkpointed:
+            stack.enter_context(_recomputed_under(decoder, segment_attention))
+            stack.enter_context(_flags(decoder.layers, _can_checkpoint_with_cache=True))
+        body = decoder(input_ids=packed.input_ids, position_ids=positions + P, use_cache=bool(P) and not checkpointed,
+                       segment_spans=spans, **past).last_hidden_state
+    hidden = torch.cat([body[:, :1], body[:, :-1]], dim=1)
+    return hidden if last is None else torch.where(packed.starts[..., None], last, hidden)
 
 
 def _prefix(decoder, prefix_ids: Sequence[int], shared: SharedPrompt | None, checkpointed: bool):

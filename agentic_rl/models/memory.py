@@ -83,7 +83,8 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
     groups = max(1, shape.micro_batch_rows // shape.group_size)  # small groups share a micro-batch
     rows = groups * shape.group_size
     generated = rows * shape.max_episode_tokens  # the tokens turned into logits
-    body = generated + rows * OBSERVATION_TOKENS * (shape.max_turns - 1)
+    body = micro_batch_tokens(shape.group_size, shape.micro_batch_rows, shape.max_episode_tokens, shape.max_turns,
+                              prompt_tokens) - groups * prompt_tokens
     dtype = inference_dtype(shape.precision, device_of(model))  # the sampler's and autocast's
     S = shape.shards
     parts = {
@@ -106,6 +107,16 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
         "teacher_logits": generated * 4 * conf.vocab_size if shape.teachers else 0,
     }
     return {k: float(v) for k, v in parts.items()}
+
+
+def micro_batch_tokens(group_size: int, micro_batch_rows: int, max_episode_tokens: int, max_turns: int = 1,
+                       prompt_tokens: int = 512) -> int:
+    """The tokens of the largest micro-batch the estimate holds activations for: each group's prompt
+    once, and every row's generated-token budget plus its observations. A packed update fills its
+    micro-batches up to this many tokens (`rl.optim.micro_batch_tokens: 0`), so it holds no more."""
+    groups = max(1, micro_batch_rows // group_size)
+    rows = groups * group_size
+    return groups * prompt_tokens + rows * (max_episode_tokens + OBSERVATION_TOKENS * (max_turns - 1))
 
 
 def vocab_bytes(shape: RLShape) -> int:

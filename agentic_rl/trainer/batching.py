@@ -10,11 +10,19 @@ runs once; the rest of each row is right-padded. A trajectory whose context star
 (`Turn.restart`) is one row of several segments, attention kept within each, as in SFT packing; the
 forward pass reads `Batch.segment_ids` and attends segment by segment, with no (T, T) mask
 (`models/attention.py`).
+
+A packed micro-batch (`rl.optim.pack`) is forwarded padding-free: every row's own tokens (after the
+prefix) back to back in one row, each row a segment of its own (with its restarts, several) whose
+positions continue from the prefix (`PackedRows`). The trained tokens come in the same order in
+both layouts (row by row, left to right), so the forward's per-token outputs land in the (B, T)
+layout every loss term reads, and per-row quantities (a sequence's mean, GSPO's ratio, DAPO's
+truncated rows) are what they are on the padded rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -22,10 +30,36 @@ from agentic_rl.models.forward import common_prefix_len
 from agentic_rl.types import Batch, Trajectory, TrajectoryGroup
 
 
+@dataclass(frozen=True)
+class PackedRows:
+    """A batch's rows as the model forwards them padding-free: one row of every row's own tokens in
+    order. `starts` marks each row's first token, which the prefix's last hidden state predicts."""
+
+    input_ids: torch.Tensor  # (1, W), W = the rows' own tokens in all
+    loss_mask: torch.Tensor  # (1, W)
+    segment_ids: torch.Tensor  # (1, W) context index: a new one at each row and at each of its restarts
+    starts: torch.Tensor  # (1, W) bool
+
+    def to(self, device) -> PackedRows:
+        return PackedRows(*(x.to(device) for x in (self.input_ids, self.loss_mask, self.segment_ids, self.starts)))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the update lays out a micro-batch's rows for the forward: padded or packed (`rl.optim.pack`)."""
+
+    pad_id: int
+    pack: bool = False
+
+    def batch(self, trajectories: Sequence[Trajectory], advantages: Sequence[torch.Tensor] | None = None) -> Batch:
+        return make_batch(trajectories, self.pad_id, advantages, self.pack)
+
+
 def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
-               advantages: Sequence[torch.Tensor] | None = None) -> Batch:
+               advantages: Sequence[torch.Tensor] | None = None, pack: bool = False) -> Batch:
     """Rows = the trajectories' exact token sequences. `advantages[i]` is trajectory i's per-token
-    advantage aligned with its `token_ids()` (0 off sampled tokens); None leaves them 0 (SFT)."""
+    advantage aligned with its `token_ids()` (0 off sampled tokens); None leaves them 0 (SFT).
+    `pack`: the forward runs on the rows' `PackedRows`."""
     rows = [t.token_ids() for t in trajectories]
     masks = [t.loss_mask() for t in trajectories]
     lps = [t.sampled_logprobs() for t in trajectories]
@@ -45,7 +79,9 @@ def make_batch(trajectories: Sequence[Trajectory], pad_id: int,
         loss_mask[i, :n] = torch.tensor(mask[p:], dtype=torch.float)
         sampler_lp[i, :n] = torch.tensor(lp[p:]) * loss_mask[i, :n]
     segments = _segments([[t] for t in trajectories], width) if restarted else None
-    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, sampler_lp, segment_ids=segments)
+    packed = _packed_rows(trajectories, p) if pack else None
+    batch = Batch(tuple(rows[0][:p]), input_ids, attention_mask, loss_mask, adv, sampler_lp, segment_ids=segments,
+                  packed=packed)
     if advantages is not None:
         adv.copy_(batch_layout(advantages, batch) * loss_mask)
     return batch
@@ -69,6 +105,20 @@ def make_packed_batch(rows: Sequence[Sequence[Trajectory]], pad_id: int) -> Batc
     attention = (segments >= 0).long()
     zeros = torch.zeros(B, width)
     return Batch((), input_ids, attention, loss_mask, zeros, zeros.clone(), segment_ids=segments)
+
+
+def _packed_rows(trajectories: Sequence[Trajectory], p: int) -> PackedRows:
+    """The trajectories' tokens after the first `p` (the prefix they share), back to back in one row."""
+    ids = [i for t in trajectories for i in t.token_ids()[p:]]
+    mask = [m for t in trajectories for m in t.loss_mask()[p:]]
+    starts = torch.zeros(1, len(ids), dtype=torch.bool)
+    at = 0
+    for t in trajectories:
+        starts[0, at] = True
+        at += len(t.token_ids()) - p
+    # a shared prefix means no restarts (`make_batch`): one segment a trajectory
+    segments = _segments([list(trajectories)], len(ids)) if p == 0 else torch.cumsum(starts, 1) - 1
+    return PackedRows(torch.tensor([ids], dtype=torch.long), torch.tensor([mask], dtype=torch.float), segments, starts)
 
 
 def _segments(rows: Sequence[Sequence[Trajectory]], width: int) -> torch.Tensor:

@@ -116,6 +116,10 @@ class OptimConfig:
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
+    pack: bool = False  # forward each micro-batch padding-free, its rows back to back (`trainer/batching.py`)
+    # packed: whole groups fill a micro-batch up to this many tokens; 0 = the tokens the memory
+    # estimate holds for its largest micro-batch (`models/memory.py`'s `micro_batch_tokens`)
+    micro_batch_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ class Critic(nn.Module):
         if self.backbone is None:
             raise ValueError("a shared value head is evaluated inside the policy forward")
         hidden = hidden_states(self.backbone, batch)
+        view = batch.packed if batch.packed is not None else batch  # the layout `hidden` is in
         sel = batch.loss_mask.bool()
-        return torch.zeros(batch.loss_mask.shape, device=sel.device).masked_scatter(sel, self.head(hidden[sel]).float())
+        return torch.zeros(sel.shape, device=sel.device).masked_scatter(sel, self.head(hidden[view.loss_mask.bool()]).float())
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,13 @@ groups up to `rl.optim.micro_batch_rows` rows (they share the system prompt and 
 forward costs less than many narrow ones). Every term uses the minibatch's global normalizer, so the
 gradient equals the whole minibatch's gradient however it is split.
 
+With `rl.optim.pack` a micro-batch is forwarded padding-free (its rows back to back in one row,
+`trainer/batching.py`), and micro-batches are sized by tokens instead of rows, as verl's
+remove-padding and dynamic batch size do: whole groups up to `rl.optim.micro_batch_tokens` tokens
+(a group counts its prompt once and each row's own tokens), by default the tokens the memory
+estimate holds for its largest micro-batch (`models/memory.py`'s `micro_batch_tokens`). A group is
+still never split, nor shared between data-parallel ranks.
+
 Groups whose advantages are all zero (GRPO on equal rewards) carry no policy-gradient signal.
 Without a KL, entropy, value or distillation term they are dropped before the split (DAPO's
 dynamic-sampling filter), so every minibatch has signal.
@@ -34,8 +41,9 @@ from agentic_rl.algorithms.dapo import mask_truncated
 from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
 from agentic_rl.models.forward import SharedPrompt, common_prefix_len, shared_prompt
+from agentic_rl.models.memory import micro_batch_tokens
 from agentic_rl.models.precision import autocast
-from agentic_rl.trainer.batching import batch_layout, make_batch, trajectory_rows
+from agentic_rl.trainer.batching import Layout, batch_layout, make_batch, trajectory_rows
 from agentic_rl.trainer.config import OptimConfig
 from agentic_rl.trainer.credit import Credit
 from agentic_rl.trainer.distributed import DataParallel
@@ -117,7 +125,8 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
     parts = split_minibatches(len(work), optim.minibatches) if work else ([range(0)] if batch.corrections else [])
     if optim.epochs * len(parts) > 1:  # optimizer steps before some groups' forward
         mine = {i for part in parts for i in parallel.world.share(part)}
-        proximal = dict(zip(sorted(mine), parallel.each([partial(_with_proximal, parallel, work[i], loss, pad_id)
+        layout = Layout(pad_id, optim.pack)
+        proximal = dict(zip(sorted(mine), parallel.each([partial(_with_proximal, parallel, work[i], loss, layout)
                                                            for i in sorted(mine)])))
         work = [proximal.get(i, w) for i, w in enumerate(work)]
     for epoch in range(optim.epochs):
@@ -142,9 +151,9 @@ class Step:
 
 
 @torch.no_grad()
-def _with_proximal(parallel: DataParallel, w: GroupWork, loss: Loss, pad_id: int) -> GroupWork:
+def _with_proximal(parallel: DataParallel, w: GroupWork, loss: Loss, layout: Layout) -> GroupWork:
     """`w` with the trainer's logprobs of its trajectories under the weights before the update."""
-    batch = make_batch(w.group.trajectories, pad_id).to(device_of(parallel.model))
+    batch = layout.batch(w.group.trajectories).to(device_of(parallel.model))
     with autocast(loss.precision, batch.input_ids.device):
         logprobs = parallel.forward(batch, temperature=loss.temperature).logprobs
     return replace(w, proximal=trajectory_rows(logprobs, batch, w.group))
@@ -159,14 +168,15 @@ def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork]
     trained = [t for g in work for t in g.group.trajectories if not (loss.mask_truncated and t.truncated)]
     norm = loss.normalizer(trained)
     optimizer.zero_grad(set_to_none=True)
-    micros = split_ragged(micro_batches(w.share(work), optim.micro_batch_rows, _route(loss)))
+    micros = _micro_batches(w.share(work), loss, optim)
     micro_rows = [[t for g in micro for t in g.group.trajectories] for micro in micros]
     fixes = w.share(corrections)
     shared = None
     if parallel.shares_prompt_forward:  # the system prompt, forwarded once for every micro-batch
         with autocast(loss.precision, device_of(model)):
             shared = shared_prompt(model, micro_rows + ([list(fixes)] if fixes else []))
-    passes = [partial(_micro_loss, parallel, micro, rows, loss, norm, pad_id, step, shared)
+    layout = Layout(pad_id, optim.pack)
+    passes = [partial(_micro_loss, parallel, micro, rows, loss, norm, layout, step, shared)
               for micro, rows in zip(micros, micro_rows)]
     if fixes:
         fix_norm = max(float(sum(sum(t.loss_mask()) for t in corrections)), 1.0)
@@ -187,9 +197,9 @@ def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork]
 
 
 def _micro_loss(parallel: DataParallel, micro: Sequence[GroupWork], rows: Sequence[Trajectory], loss: Loss,
-                norm: float, pad_id: int, step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
+                norm: float, layout: Layout, step: Step, shared: SharedPrompt | None) -> tuple[torch.Tensor, UpdateStats]:
     """One forward pass of the micro-batch's rows, and the sum of the loss terms on it."""
-    batch = make_batch(rows, pad_id, [a for w in micro for a in w.advantages]).to(device_of(parallel.model))
+    batch = layout.batch(rows, [a for w in micro for a in w.advantages]).to(device_of(parallel.model))
     mask = batch.loss_mask
     if loss.mask_truncated:  # after the advantages: a truncated sample still counted in its baseline
         mask = mask_truncated(mask, torch.tensor([t.truncated for t in rows], device=mask.device))
@@ -289,22 +299,43 @@ def _route(loss: Loss):
     return (lambda task: tuple(teachers.chosen(task))) if teachers is not None else None
 
 
-def micro_batches(work: Sequence[GroupWork], max_rows: int, route=None) -> list[list[GroupWork]]:
-    """Consecutive groups packed into micro-batches of at most `max_rows` rows; a group is never split
-    (its rows share the prompt), and groups with different `route(task)` never share one (the
-    teachers score a micro-batch as a whole)."""
+def _micro_batches(work: Sequence[GroupWork], loss: Loss, optim: OptimConfig) -> list[list[GroupWork]]:
+    """This rank's groups as micro-batches: by rows, a ragged group cut in two (padded); by tokens (packed)."""
+    if not optim.pack:
+        return split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
+    G = max((len(w.group.trajectories) for w in work), default=1)
+    budget = optim.micro_batch_tokens or micro_batch_tokens(G, optim.micro_batch_rows, loss.max_len)
+    return micro_batches(work, budget, _route(loss), size=group_tokens)
+
+
+def group_tokens(w: GroupWork) -> int:
+    """The tokens a group's forward takes: its shared prompt once, and each row's own tokens."""
+    ids = [t.token_ids() for t in w.group.trajectories]
+    p = common_prefix_len(ids, [t.loss_mask() for t in w.group.trajectories])
+    return p + sum(len(i) - p for i in ids)
+
+
+def group_rows(w: GroupWork) -> int:
+    return len(w.group.trajectories)
+
+
+def micro_batches(work: Sequence[GroupWork], max_size: int, route=None, size=group_rows) -> list[list[GroupWork]]:
+    """Consecutive groups packed into micro-batches of at most `max_size` (rows, or what `size`
+    counts: `group_tokens`); a group is never split (its rows share the prompt), a larger one is a
+    micro-batch of its own, and groups with different `route(task)` never share one (the teachers
+    score a micro-batch as a whole)."""
     out: list[list[GroupWork]] = []
-    rows = 0
+    used = 0
     current = None
     for item in work:
-        n = len(item.group.trajectories)
+        n = size(item)
         key = route(item.group.task) if route is not None else None
-        if out and rows + n <= max_rows and key == current:
+        if out and used + n <= max_size and key == current:
             out[-1].append(item)
-            rows += n
+            used += n
         else:
             out.append([item])
-            rows, current = n, key
+            used, current = n, key
     return out
 
 
