@@ -98,8 +98,9 @@ class LLMJudge:
 
     def prepare(self, groups: Sequence[TrajectoryGroup]) -> None:
         """Grades every episode of `groups` in one batch, so a `CachedJudge` answers the scoring that
-        follows from memory (without a cache this only costs the batch: the answers are not kept)."""
-        complete_many(self.engine, [self.messages(g.task, self.response(t)) for g in groups for t in g.trajectories])
+        follows from memory; without a cache there is nothing to keep, so nothing is asked."""
+        if isinstance(self.engine, CachedJudge):
+            self.engine.complete_many([self.messages(g.task, self.response(t)) for g in groups for t in g.trajectories])
 
     def messages(self, task: Task, response: str, context: str = "") -> list[dict[str, str]]:
         reference = f"\nReference answer: {task.answer}" if task.answer is not None else ""

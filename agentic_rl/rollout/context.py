@@ -123,8 +123,7 @@ def compacted(ep, sample, tokenizer, budget):
     ep.turns.append(Turn(restart=ep.restart, obs_ids=tuple(ep.fed), action_ids=sample.ids, logprobs=sample.logprobs,
                          action_text=sample.text, stop_reason=sample.stop_reason, observation=""))
     ep.compacting = False
-    generated = sum(len(t.action_ids) for t in ep.turns)
-    if len(ep.turns) >= budget.max_turns or generated >= budget.max_episode_tokens:
+    if len(ep.turns) >= budget.max_turns or ep.generated >= budget.max_episode_tokens:
         ep.truncated = True
         return None
     messages = summary_messages(ep.prompt, summary)
@@ -135,6 +134,8 @@ def compacted(ep, sample, tokenizer, budget):
 
 def _rendered(ep, messages: Sequence[dict], tokenizer) -> None:
     """A format whose template rewrites history follows its conversation from the new context on."""
-    if getattr(ep.env.format, "history", "keep") == "template":
+    from agentic_rl.rollout.loop import history_of  # the loop imports this module
+
+    if history_of(ep.env.format) == "template":
         ep.messages = list(messages)
         ep.text = bos_text(ep.env.format, tokenizer) + ep.env.format.render_prompt(ep.messages, ep.env.tool_schemas)
