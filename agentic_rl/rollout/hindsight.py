@@ -32,13 +32,14 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from agentic_rl.engines.base import Engine, SamplingParams
+from agentic_rl.engines.base import Engine
 from agentic_rl.envs.base import Env, close_env
 from agentic_rl.registry import Registry
 from agentic_rl.rewards.grounding import grounded, value_pattern
 from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.backends import Episodes
 from agentic_rl.rollout.demos import demonstrate
-from agentic_rl.rollout.loop import Budget, rollout
+from agentic_rl.rollout.loop import rollout
 from agentic_rl.types import Task, Trajectory
 
 
@@ -160,11 +161,10 @@ class HindsightResult:
     attempts: int
 
 
-def hindsight_corrections(
-    engine: Engine, tokenizer, make_env: Callable[[], Env], reward_fn, failed: Sequence[Trajectory],
-    params: SamplingParams, budget: Budget, options: HindsightOptions, seed: int = 0,
-) -> HindsightResult:
-    """Verified corrections of `failed` written by `engine` (the teacher)."""
+def hindsight_corrections(engine: Engine, tokenizer, episodes: Episodes, failed: Sequence[Trajectory],
+                          options: HindsightOptions, seed: int = 0) -> HindsightResult:
+    """Verified corrections of `failed` written by `engine` (the teacher), its episodes made and
+    scored as `episodes` says (the run's env, reward, sampling and budget)."""
     if not failed:
         return HindsightResult([], 0)
     restart = RESTARTS.get(options.restart)
@@ -175,10 +175,11 @@ def hindsight_corrections(
         # with the answer or the solution in the hint, a correction must compute with a tool (`grounded`)
         check = options.grounded and (options.reveal_answer or bool(solution))
         plans.append((t, k, hint(t, options.reveal_answer, solution), check))
-    envs = iter([HintedEnv(make_env(), [turn.action_text for turn in t.turns[:k]], h) for t, k, h, _ in plans])
-    groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, *_ in plans], 1, params, budget,
-                        seed=seed)
-    groups = score_groups(reward_fn, groups, budget.step_timeout_s)
+    envs = iter([HintedEnv(episodes.make_env(), [turn.action_text for turn in t.turns[:k]], h)
+                 for t, k, h, _ in plans])
+    groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, *_ in plans], 1, episodes.params,
+                        episodes.budget, seed=seed)
+    groups = score_groups(episodes.reward, groups, episodes.budget.step_timeout_s)
     kept = []
     for (t, k, h, check), g in zip(plans, groups):
         fix = g.trajectories[0]

@@ -77,14 +77,16 @@ def trajectory_from_record(record: Mapping) -> Trajectory:
                       error=record.get("error"))
 
 
-def teacher_demonstrations(engine, tokenizer, spec, options: Mapping, tasks: Sequence[Task], samples: int, params,
-                           budget, min_reward: float = 1.0) -> list[Trajectory]:
+def teacher_demonstrations(engine, tokenizer, episodes, tasks: Sequence[Task], samples: int,
+                           min_reward: float = 1.0) -> list[Trajectory]:
     """Cold-start data from a teacher: `samples` episodes per task by any engine sharing the policy's
-    tokenizer (a larger local model, a scripted expert), kept only where the env's own verifier gives
-    at least `min_reward`. The exact tokens the teacher produced are what SFT trains on."""
+    tokenizer (a larger local model, a scripted expert), made and scored as `episodes`
+    (`rollout/backends.Episodes`: the env, its verifier, the sampling and the budget) says, kept only
+    where the verifier gives at least `min_reward`. The exact tokens the teacher produced are what SFT
+    trains on."""
     from agentic_rl.rewards.scoring import score_groups
     from agentic_rl.rollout.loop import rollout
 
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks, samples, params, budget)
-    scored = score_groups(spec.make_reward(options), groups)
+    groups, _ = rollout(engine, tokenizer, episodes.make_env, tasks, samples, episodes.params, episodes.budget)
+    scored = score_groups(episodes.reward, groups)
     return [t for g in scored for t in g.trajectories if t.reward >= min_reward and not t.error]

@@ -201,5 +201,5 @@ def correct_failures(run: RLRun, sampled: Sequence[TrajectoryGroup], seed: int) 
         return demonstration_corrections(run.spec, options, run.tokenizer, failed)
     ep = run.episodes
     with run.producer.engine_lock:  # the policy's engine may write them, and the producer samples on it
-        return hindsight_corrections(run.hindsight_engine or run.engine, run.tokenizer, ep.make_env, ep.reward,
-                                     failed, ep.params, ep.budget, run.hindsight, seed)
+        return hindsight_corrections(run.hindsight_engine or run.engine, run.tokenizer, ep, failed, run.hindsight,
+                                     seed)

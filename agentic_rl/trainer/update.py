@@ -131,9 +131,10 @@ def rl_update(model, optimizer, batch: UpdateBatch, loss: Loss, optim: OptimConf
         work = [proximal.get(i, w) for i, w in enumerate(work)]
     for epoch in range(optim.epochs):
         for k, part in enumerate(parts):
-            step = Step(on_policy=epoch == 0 and k == 0, first_epoch=epoch == 0)
+            on_policy = epoch == 0 and k == 0
+            step = Step(on_policy=on_policy, first_epoch=epoch == 0, corrections=batch.corrections if on_policy else ())
             stats.add(_minibatch_step(parallel, optimizer, [work[i] for i in part], loss, optim, pad_id, step,
-                                      corrections=batch.corrections if step.on_policy else (), critic=critic))
+                                      critic=critic))
     for m in modules:
         m.eval()
     stats = _over_ranks(parallel, stats)
@@ -148,6 +149,7 @@ class Step:
 
     on_policy: bool  # no optimizer step yet: the current logprobs are the proximal ones
     first_epoch: bool  # the rows' first pass: the sampler-trainer gap is counted once
+    corrections: Sequence[Trajectory] = ()  # hindsight corrections trained in this step (the update's first)
 
 
 @torch.no_grad()
@@ -160,7 +162,7 @@ def _with_proximal(parallel: DataParallel, w: GroupWork, loss: Loss, layout: Lay
 
 
 def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork], loss: Loss, optim: OptimConfig,
-                    pad_id: int, step: Step, corrections: Sequence[Trajectory] = (), critic=None) -> UpdateStats:
+                    pad_id: int, step: Step, critic=None) -> UpdateStats:
     """One optimizer step over `work` (this rank's share of it): the micro-batches' backward passes
     (then the corrections'), the shared prompt's, a clipped gradient, and the step (skipped when the
     gradient is not finite). The normalizers count the whole minibatch, every rank's rows."""
@@ -170,6 +172,7 @@ def _minibatch_step(parallel: DataParallel, optimizer, work: Sequence[GroupWork]
     optimizer.zero_grad(set_to_none=True)
     micros = _micro_batches(w.share(work), loss, optim)
     micro_rows = [[t for g in micro for t in g.group.trajectories] for micro in micros]
+    corrections = step.corrections
     fixes = w.share(corrections)
     shared = None
     if parallel.shares_prompt_forward:  # the system prompt, forwarded once for every micro-batch

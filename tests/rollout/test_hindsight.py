@@ -11,6 +11,7 @@ from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.scripted import ScriptedEngine
 from agentic_rl.envs.registry import get_env
 from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.backends import Episodes
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.hindsight import (
     as_context,
@@ -28,6 +29,10 @@ from agentic_rl.trainer.episodes import hindsight_options
 CALL = '<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{}"}}}}\n</tool_call>'
 SPEC = get_env("calculator")
 BUDGET = Budget(4, 64, 256)
+
+
+def episodes(params: SamplingParams) -> Episodes:
+    return Episodes(lambda: SPEC.make_env({}), SPEC.make_reward({}), params, BUDGET)
 
 
 def options(solution=None, **kw):
@@ -71,8 +76,7 @@ def test_only_verified_corrections_are_kept_without_the_hint(tokenizer, teacher_
     groups, params = _student(tokenizer)
     failed = failed_episodes(groups, 1.0, 8)
     teacher = _computing_teacher(tokenizer, failed, teacher_right)
-    out = hindsight_corrections(teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
-                                params, BUDGET, options(reveal_answer=True))
+    out = hindsight_corrections(teacher, tokenizer, episodes(params), failed, options(reveal_answer=True))
     assert out.attempts == 2
     if not teacher_right:
         assert out.corrections == []
@@ -108,8 +112,7 @@ def test_a_correction_opens_with_the_students_exact_ids(tokenizer):
     failed[0] = dataclasses.replace(failed[0], turns=(
         dataclasses.replace(kept, action_ids=spelled, logprobs=(-1.0,) * len(spelled)), *failed[0].turns[1:]))
     teacher = _computing_teacher(tokenizer, failed, True)
-    out = hindsight_corrections(teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
-                                params, BUDGET, options(reveal_answer=True))
+    out = hindsight_corrections(teacher, tokenizer, episodes(params), failed, options(reveal_answer=True))
     for fix, src in zip(out.corrections, failed):
         k = fix.task.meta["failure_turn"]
         context = [i for turn in src.turns[:k] for i in (*turn.obs_ids, *turn.action_ids)] + list(src.turns[k].obs_ids)
@@ -134,8 +137,7 @@ def test_a_correction_that_copies_the_revealed_answer_is_not_kept(tokenizer, che
             return CALL.format(failed[row].task.answer)
         return f"<answer>{failed[row].task.answer}</answer>{eos}"
 
-    args = (ScriptedEngine(tokenizer, script), tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed,
-            params, BUDGET)
+    args = (ScriptedEngine(tokenizer, script), tokenizer, episodes(params), failed)
     assert hindsight_corrections(*args, options()).corrections == []
     assert len(hindsight_corrections(*args, options(grounded=False)).corrections) == 2
 
@@ -158,8 +160,7 @@ def test_restart_and_the_solution_hint(tokenizer):
     assert '"16 * 51"' in two and '"<result of call 1> / 4"' in two and "816" not in two  # no leaked intermediate
     start = options(solution=lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({}))),
                     restart="start")
-    out = hindsight_corrections(_computing_teacher(tokenizer, failed), tokenizer, lambda: SPEC.make_env({}),
-                                SPEC.make_reward({}), failed, params, BUDGET, start)
+    out = hindsight_corrections(_computing_teacher(tokenizer, failed), tokenizer, episodes(params), failed, start)
     assert sol in out.corrections[0].task.meta["hint"]  # the hint the teacher was given
     assert len(out.corrections) == 2 and all(c.task.meta["failure_turn"] == 0 for c in out.corrections)
     assert all("2+2" not in tokenizer.decode(c.token_ids()) and "A correct solution" not in tokenizer.decode(
@@ -214,11 +215,11 @@ def test_with_the_solution_shown_a_correction_must_compute_with_the_tool(tokeniz
     eos = tokenizer.eos_token
     teacher = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{failed[row].task.answer}</answer>{eos}")
     solution = lambda task: solution_hint(SPEC.demonstration(task, SPEC.make_env({})))  # noqa: E731
-    args = (teacher, tokenizer, lambda: SPEC.make_env({}), SPEC.make_reward({}), failed, params, BUDGET)
+    args = (teacher, tokenizer, episodes(params), failed)
     assert hindsight_corrections(*args, options(reveal_answer=False, solution=solution,
-                                                         restart="start")).corrections == []
+                                                restart="start")).corrections == []
     kept = hindsight_corrections(*args, options(reveal_answer=False, solution=solution, restart="start",
-                                                         grounded=False)).corrections
+                                                grounded=False)).corrections
     assert len(kept) == 2
 
 

@@ -87,6 +87,7 @@ def test_teacher_demonstrations_keep_what_the_verifier_accepts(tokenizer):
     from agentic_rl.engines.base import SamplingParams
     from agentic_rl.engines.scripted import ScriptedEngine
     from agentic_rl.envs.registry import get_env
+    from agentic_rl.rollout.backends import Episodes
     from agentic_rl.rollout.demos import demonstrate
     from agentic_rl.rollout.loop import Budget
     from agentic_rl.rollout.sft_data import teacher_demonstrations
@@ -101,7 +102,8 @@ def test_teacher_demonstrations_keep_what_the_verifier_accepts(tokenizer):
         actions = demos[row // 2] if row % 2 == 0 else ["<answer>-1</answer>"]
         return actions[min(turn, len(actions) - 1)] + (tokenizer.eos_token if turn >= len(actions) - 1 else "")
 
-    kept = teacher_demonstrations(ScriptedEngine(tokenizer, script), tokenizer, spec, {}, tasks, 2,
-                                  SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 1024))
+    episodes = Episodes(lambda: spec.make_env({}), spec.make_reward({}), SamplingParams(1.0, 1.0, 256, fmt.stop_strings),
+                        Budget(6, 256, 1024))
+    kept = teacher_demonstrations(ScriptedEngine(tokenizer, script), tokenizer, episodes, tasks, 2)
     assert len(kept) == 3 and all(t.reward == 1.0 for t in kept)
     assert [t.task.id for t in kept] == [t.id for t in tasks]

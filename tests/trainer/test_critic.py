@@ -25,7 +25,7 @@ def _values(tiny, tokenizer, critic, groups):
 
 def _ppo_step(tiny, tokenizer, cfg, groups, critic, opt):
     credit = compute_credit(groups, cfg.rl.algorithm, values=_values(tiny, tokenizer, critic, groups))
-    return credit, update(tiny, opt, groups, cfg, tokenizer.pad_token_id, credit, critic=critic)
+    return credit, update(tiny, opt, groups, cfg, tokenizer.pad_token_id, credit, models={"critic": critic})
 
 
 def test_gae_returns_are_the_outcome_for_a_fresh_critic_and_values_stay_off_observations(tiny, tokenizer, make_group):
@@ -72,7 +72,7 @@ def test_the_value_loss_reaches_the_policy_only_through_a_shared_head(tiny, toke
     policy_before = {k: v.clone() for k, v in tiny.state_dict().items()}
     backbone_before = None if critic.shared else {k: v.clone() for k, v in critic.backbone.state_dict().items()}
     for _ in range(2):  # the head starts at 0, so the trunk under it gets gradient from the 2nd step on
-        m = update(tiny, opt, groups, cfg, tokenizer.pad_token_id, zero, critic=critic)
+        m = update(tiny, opt, groups, cfg, tokenizer.pad_token_id, zero, models={"critic": critic})
         assert m["value_loss"] > 0
     policy_moved = any(not torch.equal(v, tiny.state_dict()[k]) for k, v in policy_before.items())
     assert policy_moved == critic.shared

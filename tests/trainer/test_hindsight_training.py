@@ -20,14 +20,14 @@ def test_verified_corrections_are_trained_on(tmp_path, tokenizer, monkeypatch, s
     real ones; room for a whole tool call in the budgets): every
     attempt is verified, and the corrections alone move the weights (no group has reward spread,
     so plain GRPO would not update)."""
-    def corrections(engine, tok, make_env, reward_fn, failed, *args, **kwargs):
+    def corrections(engine, tok, episodes, failed, *args, **kwargs):
         def script(row, turn):  # the reference expression through the calculator, then its result
             expr = failed[row].task.meta["expression"]
             if turn == 0:
                 return f'<tool_call>\n{{"name": "calculator", "arguments": {{"expression": "{expr}"}}}}\n</tool_call>'
             return f"<answer>{calculator(expr)}</answer>{tok.eos_token}"
 
-        return hindsight.hindsight_corrections(ScriptedEngine(tok, script), tok, make_env, reward_fn, failed, *args,
+        return hindsight.hindsight_corrections(ScriptedEngine(tok, script), tok, episodes, failed, *args,
                                                **kwargs)
 
     monkeypatch.setattr(rl_step, "hindsight_corrections", corrections)

@@ -60,7 +60,7 @@ def test_opd_alone_moves_the_student_towards_the_teacher(tiny, tokenizer, make_g
     opt = torch.optim.AdamW(tiny.parameters(), lr=2e-3)
     kls = [_kl(tiny, teacher, groups, cfg)]
     for _ in range(4):
-        m = update(tiny, opt, groups, cfg, 0, advantages, teachers=teachers)
+        m = update(tiny, opt, groups, cfg, 0, advantages, models={"teachers": teachers})
         kls.append(_kl(tiny, teacher, groups, cfg))
     assert m["optimizer_steps"] == 1 and m["opd_kl"] > 0
     assert all(b < a for a, b in zip(kls, kls[1:])), kls
@@ -79,7 +79,7 @@ def test_forward_kl_opd_lowers_the_forward_kl_and_reports_the_reverse(tiny, toke
     fwd = [_kl(tiny, teacher, groups, cfg, forward=True)]
     for _ in range(3):
         reverse_before = _kl(tiny, teacher, groups, cfg)
-        m = update(tiny, opt, groups, cfg, 0, advantages, teachers=teachers)
+        m = update(tiny, opt, groups, cfg, 0, advantages, models={"teachers": teachers})
         assert m["opd_kl"] == pytest.approx(reverse_before, rel=1e-3)
         fwd.append(_kl(tiny, teacher, groups, cfg, forward=True))
     assert all(b < a for a, b in zip(fwd, fwd[1:])), fwd
@@ -96,7 +96,7 @@ def test_topk_over_the_whole_vocabulary_updates_exactly_like_full(tokenizer, mak
                                  f"distill.loss={loss}", f"distill.topk={len(tokenizer)}"])
         student = tiny_model(tokenizer, seed=0)
         update(student, torch.optim.AdamW(student.parameters(), lr=1e-3), groups, cfg, 0, advantages,
-               teachers=teachers)
+               models={"teachers": teachers})
         params.append(torch.cat([p.detach().flatten() for p in student.parameters()]))
     assert torch.allclose(params[0], params[1], atol=1e-6)
 
