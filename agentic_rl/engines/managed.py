@@ -45,7 +45,8 @@ def served_engine(model, tokenizer, cfg, version: int = 0, world=None) -> Served
     if engine is None:
         engine = ServedEngine(url, tokenizer, model, cfg.rollout.engine.timeout_s, weights_dir=str(cfg.run_dir / "served"),
                               weight_update=cfg.rollout.engine.weight_update, version=version,
-                              dtype=_dtype(cfg.model.precision), owner=False)  # it never writes there
+                              dtype=_dtype(cfg.model.precision))
+        engine.owner = False  # it never writes there
     engine.world = world
     return engine
 

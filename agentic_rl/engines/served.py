@@ -48,12 +48,13 @@ class EngineError(InfrastructureError):
 
 
 class ServedEngine:
-    def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, max_in_flight: int = 64,
-                 weights_dir: str | None = None, weight_update: str = "auto", version: int = 0,
-                 dtype: torch.dtype | None = None, owner: bool = True):
+    max_in_flight = 64  # requests at once (an instance may set its own before its first session)
+
+    def __init__(self, url: str, tokenizer, model=None, timeout_s: float = 120.0, weights_dir: str | None = None,
+                 weight_update: str = "auto", version: int = 0, dtype: torch.dtype | None = None):
         self.url = url.rstrip("/")
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
-        self.timeout_s, self.max_in_flight = timeout_s, max_in_flight
+        self.timeout_s = timeout_s
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="agentic-rl-weights-"))
         self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)
         health = self._get("/health")  # ours says its version and dtype; vLLM's answers an empty 200
@@ -65,7 +66,8 @@ class ServedEngine:
         self.writer = writer(weight_update, health)
         self.served_model: str | None = None  # the `model` requests name (a LoRA adapter); None = the server's
         # data-parallel ranks share the server: the owner (rank 0) writes the weights, every rank waits for it
-        self.owner, self.world = owner, None
+        # (`managed.served_engine` sets both on the other ranks' engines)
+        self.owner, self.world = True, None
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self) -> int:
