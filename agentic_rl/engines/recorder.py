@@ -65,6 +65,8 @@ class Call:
     stop_reason: str  # eos | stop | length (the engine's)
     message: dict  # the assistant message returned to the agent (content, tool_calls)
     version: int  # the policy version that sampled it
+    forced: tuple[int, ...] = ()  # fed after the prompt before sampling (a forced tool call's opening): the
+    # last ids of `prompt_ids`, never trained; a reply sent back is fed as `forced + ids`
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ class Recorder:
         """Whether the template renders the reply, in this conversation, as the text it sampled
         (`marked` and `real`: the conversation rendered with the reply as marker `k` and as itself)."""
         before, _, after = marked.partition(MARK.format(k))
-        ids = reply.ids[:-1] if reply.ids and reply.ids[-1] in self.eos_ids else reply.ids
+        ids = reply.forced + (reply.ids[:-1] if reply.ids and reply.ids[-1] in self.eos_ids else reply.ids)
         shown = real[len(before) : len(real) - len(after)] if real.startswith(before) and real.endswith(after) else None
         return shown == self.tokenizer.decode(list(ids), skip_special_tokens=False).removesuffix(self._text_end(reply))
 
@@ -162,7 +164,7 @@ class Recorder:
         ids = self._encode(parts[0])
         for k in range(1, len(parts), 2):
             call, after = spliced[int(parts[k])], parts[k + 1]
-            ids += call.ids
+            ids += call.forced + call.ids
             if call.ids and call.ids[-1] in self.eos_ids:  # the template's end of turn, already sampled
                 eos = self.tokenizer.decode([call.ids[-1]])
                 after = after.removeprefix(eos)

@@ -42,6 +42,7 @@ and shared-prefix prefill), while new requests queue for the next batch.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import queue
 import threading
@@ -52,7 +53,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jinja2 import TemplateError
+
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.openai_request import BadRequest, ChatOptions, chat_options, tool_opening
+from agentic_rl.engines.sse import chat_stream, sse
 from agentic_rl.envs.formats import ToolFormat, bos_text, format_of_template
 from agentic_rl.errors import UserDataError, UserFileError
 
@@ -138,12 +143,18 @@ def render_chat(fmt: ToolFormat, tokenizer, messages: list[dict], tools: list | 
     return bos_text(fmt, tokenizer) + fmt.render_prompt(messages, tools or ())
 
 
-def reply_message(fmt: ToolFormat, tokenizer, ids: list[int], eos_ids) -> dict:
+def reply_message(fmt: ToolFormat, tokenizer, ids: list[int], eos_ids, stop=(), calls: bool = True) -> dict:
     """The sampled reply as an OpenAI assistant message: `fmt`'s parser reads the calls (special
     tokens kept: Mistral's `[TOOL_CALLS]` and Llama's `<|python_tag|>` are tokens of their vocabularies),
-    each call gets an id of its own, and the end of turn is not content."""
+    each call gets an id of its own, and the end of turn is not content. The text ends before the
+    first of the request's `stop` strings, as OpenAI cuts it (the ids keep what was sampled);
+    `calls` False (`tool_choice: none`): the whole reply is content, no call is read."""
     ids = ids[:-1] if ids and ids[-1] in eos_ids else ids
-    message = fmt.action_message(tokenizer.decode(ids, skip_special_tokens=False))
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    text = text[: min([text.index(s) for s in stop if s in text], default=len(text))]
+    if not calls:
+        return {"role": "assistant", "content": text.removesuffix(fmt.end_of_turn) or None}
+    message = fmt.action_message(text)
     for call in message.get("tool_calls", ()):
         call["id"] = f"call_{uuid.uuid4().hex[:12]}"
     return {**message, "content": message["content"] or None}
@@ -186,12 +197,13 @@ class _Handlers:
                                      "the prompt or lower max_tokens")
         return await run_in_threadpool(self.worker.submit(prompt, params, seed).result)
 
-    def reply(self, kind: str, choice: dict, prompt: list[int], sample: Sample) -> dict:
+    def reply(self, kind: str, choices: list[dict], prompt: list[int], samples: list[Sample]) -> dict:
+        generated = sum(len(s.ids) for s in samples)
         return {"id": f"{kind}-{uuid.uuid4().hex}", "object": "chat.completion" if kind == "chatcmpl" else
-                "text_completion", "created": int(time.time()), "model": self.name, "choices": [choice],
+                "text_completion", "created": int(time.time()), "model": self.name, "choices": choices,
                 "weight_version": self.engine.version,
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(sample.ids),
-                          "total_tokens": len(prompt) + len(sample.ids)}}
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": generated,
+                          "total_tokens": len(prompt) + generated}}
 
     async def health(self):
         return {"status": "ok", "version": self.engine.version, "dtype": str(self.engine.dtype).removeprefix("torch.")}
@@ -232,42 +244,104 @@ class _Handlers:
         if body.get("prompt_logprobs") is not None:
             lps = await run_in_threadpool(lambda: self.engine.score(ids).tolist())
             choice["prompt_logprobs"] = [None] + [{str(t): {"logprob": lp}} for t, lp in zip(ids[1:], lps)]
-        return self.reply("cmpl", choice, ids, s)
+        return self.reply("cmpl", [choice], ids, [s])
 
     def render(self, messages: list[dict], tools: list | None) -> str:
         return render_chat(self.fmt, self.tokenizer, messages, tools)
 
-    async def chat(self, body: dict, episode: str | None = None):
-        """A chat completion; with `episode` (recording mode) the call is recorded under it and the
-        episode's own earlier replies are fed as sampled (`engines/recorder.py`)."""
-        from fastapi import HTTPException
+    def prompt(self, body: dict, episode: str | None) -> list[int]:
+        """The ids of a chat's prompt; recorded (`episode`), the episode's own replies spliced in as
+        sampled (`engines/recorder.py`)."""
+        messages, tools = body.get("messages"), body.get("tools")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise BadRequest("messages", "a non-empty list of message objects")
+        if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+            raise BadRequest("tools", "a list of tool objects")
+        try:
+            if episode is not None:
+                return self.recorder.prompt_ids(episode, messages, tools, self.render)
+            return self._encode(self.render(messages, tools))
+        except (TypeError, KeyError, ValueError, AttributeError, TemplateError) as e:
+            raise BadRequest("messages", f"the chat template cannot render them ({type(e).__name__}: {e})") from None
 
-        messages, tok = body.get("messages"), self.tokenizer
-        if not isinstance(messages, list) or not messages:
-            raise HTTPException(400, "messages: a non-empty list")
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+    def chat_params(self, body: dict, opts: ChatOptions) -> SamplingParams:
+        """Training (`sampling`): the recipe's, plus the request's stop strings (a stop ends a sample
+        and changes nothing of its distribution); else the request's, and the format's stop strings
+        (a reply ends where the format's actions end: a call's closing tag, its end of turn)."""
+        params = self.sampling or self.params({**body, "max_tokens": opts.max_tokens})
+        extra = () if self.sampling else self.fmt.stop_strings
+        return dataclasses.replace(params, stop_strings=tuple(dict.fromkeys((*params.stop_strings, *opts.stop,
+                                                                             *extra))))
+
+    def _seeds(self, opts: ChatOptions, episode: str | None) -> list[int | None]:
+        """Recorded: a stream of its own per episode and call (and the request's seed), so a run samples
+        alike however its calls batch; else the request's seed, one more for each further choice."""
         if episode is not None:
-            ids = self.recorder.prompt_ids(episode, messages, body.get("tools"), self.render)
-        else:
-            ids = list(tok(self.render(messages, body.get("tools")), add_special_tokens=False)["input_ids"])
-        params = self.params({**body, "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")})
-        if self.sampling is None:  # a reply ends where the format's actions end (a call's closing tag, its end of turn)
-            params = dataclasses.replace(params, stop_strings=tuple(dict.fromkeys((*params.stop_strings,
-                                                                                    *self.fmt.stop_strings))))
-        version = self.engine.version
-        # recorded: a stream of its own per episode and call, so a run samples alike however its calls batch
-        seed = zlib.crc32(f"{episode}/{len(self.recorder.episode(episode).calls)}".encode()) if episode else None
-        s = await self.sample(ids, params, seed)
-        message = reply_message(self.fmt, tok, list(s.ids), self.engine.eos_ids)
-        choice = {"index": 0, "message": message,
-                  "finish_reason": "tool_calls" if message.get("tool_calls") else _stop_reason(s, params, tok)[0]}
+            key = f"{episode}/{len(self.recorder.episode(episode).calls)}"
+            return [zlib.crc32((key if opts.seed is None else f"{key}/{opts.seed}").encode())]
+        return [None if opts.seed is None else opts.seed + i for i in range(opts.n)]
+
+    def options(self, body: dict, episode: str | None) -> ChatOptions:
+        one_call = not getattr(self.fmt, "call_end", "")  # calls end at a stop string: one a reply
+        return chat_options(body, recording=episode is not None, one_call_a_reply=one_call)
+
+    async def chat(self, body: dict, episode: str | None = None):
+        """A chat completion; with `episode` (recording mode) the call is recorded under it."""
+        opts = self.options(body, episode)
+        reply = await self.complete(body, opts, episode)
+        if opts.stream:
+            from fastapi.responses import StreamingResponse
+
+            return StreamingResponse(chat_stream(reply, opts.include_usage), media_type="text/event-stream")
+        return reply
+
+    async def complete(self, body: dict, opts: ChatOptions, episode: str | None = None) -> dict:
+        """The chat completion's body: `opts.n` samples of the prompt (one when recorded, recorded).
+        A `tool_choice` that forces a call feeds the call's opening after the prompt (prompt tokens,
+        never trained; `openai_request.tool_opening`) and the model writes the rest."""
+        forced = self._encode(tool_opening(self.fmt, opts.tool_choice))
+        ids = [*self.prompt(body, episode), *forced]
+        params, version = self.chat_params(body, opts), self.engine.version
+        samples = await asyncio.gather(*(self.sample(ids, params, seed) for seed in self._seeds(opts, episode)))
+        choices = [self._choice(i, s, params, opts, forced) for i, s in enumerate(samples)]
         if body.get("return_token_ids"):
-            choice.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
+            for c, s in zip(choices, samples):
+                c.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
         if episode is not None:
             from agentic_rl.engines.recorder import Call
 
+            (s,) = samples
             self.recorder.record(episode, Call(tuple(ids), tuple(s.ids), tuple(s.logprobs), s.text, s.stop_reason,
-                                               message, version))
-        return self.reply("chatcmpl", choice, ids, s)
+                                               choices[0]["message"], version, forced=tuple(forced)))
+        return self.reply("chatcmpl", choices, ids, samples)
+
+    def _choice(self, index: int, s: Sample, params: SamplingParams, opts: ChatOptions, forced: list[int]) -> dict:
+        tok = self.tokenizer
+        message = reply_message(self.fmt, tok, [*forced, *s.ids], self.engine.eos_ids, opts.stop,
+                                opts.tool_choice.mode != "none")
+        finish = "tool_calls" if message.get("tool_calls") else _stop_reason(s, params, tok)[0]
+        logprobs = {"content": [{"token": (t := tok.decode([i])), "logprob": lp, "bytes": list(t.encode()),
+                                 "top_logprobs": []} for i, lp in zip(s.ids, s.logprobs)]} if opts.logprobs else None
+        return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": finish}
+
+    async def responses(self, body: dict, episode: str | None = None):
+        """The Responses API (`engines/responses.py`): its items as a chat, the reply as output items."""
+        from agentic_rl.engines import responses
+
+        chat = responses.to_chat(body)
+        reply = await self.complete(chat, self.options(chat, episode), episode)
+        response = responses.from_chat(reply, body)
+        if body.get("stream"):
+            from fastapi.responses import StreamingResponse
+
+            return StreamingResponse(sse(responses.events(response), named=True), media_type="text/event-stream")
+        return response
+
+    async def episode_responses(self, episode: str, body: dict):
+        return await self.responses(body, episode)
 
     async def episode_chat(self, episode: str, body: dict):
         return await self.chat(body, episode)
@@ -320,6 +394,16 @@ async def _openai_error(request, e):
                         status_code=e.status_code, headers=getattr(e, "headers", None))
 
 
+async def _bad_request(request, e):
+    """A request refused for one field (`openai_request.BadRequest`; FastAPI's own body check)."""
+    from fastapi.responses import JSONResponse
+
+    param = getattr(e, "param", None)
+    message = str(e) if param else "the request body: a JSON object"
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                   "code": None}}, status_code=400)
+
+
 def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampling: SamplingParams | None = None,
                fmt: ToolFormat | None = None):
     """The ASGI app (FastAPI) serving `engine`. With a `recorder` (`engines/recorder.py`) it also
@@ -328,10 +412,13 @@ def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampl
     the tool-call format chats are rendered and parsed in (default: the one the tokenizer's chat
     template speaks, `formats.format_of_template`)."""
     from fastapi import FastAPI
+    from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     app = FastAPI(title="agentic-rl serve")
     app.exception_handler(StarletteHTTPException)(_openai_error)
+    app.exception_handler(BadRequest)(_bad_request)
+    app.exception_handler(RequestValidationError)(_bad_request)
     h = _Handlers(engine, tokenizer, name, recorder, sampling, fmt)
     app.state.worker = h.worker
     app.get("/health")(h.health)
@@ -340,9 +427,11 @@ def create_app(engine, tokenizer, name: str = "agentic-rl", recorder=None, sampl
     app.get("/weights/checksum")(h.checksum)
     app.post("/v1/completions")(h.completions)
     app.post("/v1/chat/completions")(h.chat)
+    app.post("/v1/responses")(h.responses)
     app.post("/v1/load_weights")(h.load_weights)
     if recorder is not None:
         app.post("/episodes/{episode}/v1/chat/completions")(h.episode_chat)
+        app.post("/episodes/{episode}/v1/responses")(h.episode_responses)
         app.post("/episodes/{episode}/reward")(h.episode_reward)
         app.get("/episodes/{episode}")(h.episode_rows)
         app.delete("/episodes/{episode}")(h.episode_drop)
