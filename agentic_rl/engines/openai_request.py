@@ -1,8 +1,8 @@
 """The OpenAI chat-completions fields our server reads, checked once into a frozen record.
 
-Every field a client may send is either read here (`ChatOptions`), ignored because it changes
-nothing we sample (`IGNORED`), or refused with a 400 that names it (`REFUSED`, and the checks in
-`chat_options`): a client never gets a 500, and never a reply that silently did less than it asked.
+Every field a client may send is either read here (`ChatOptions`), refused with a 400 that names
+it (`REFUSED`, and the checks in `chat_options`), or ignored (it changes nothing we sample: `user`,
+`metadata`, ...): a client never gets a 500, nor a reply that silently did less than it asked.
 docs/proxy.md, "The API surface", is the table of all of them.
 
 `tool_choice` `required` or a named function is honoured by writing the call's opening into the
@@ -48,11 +48,6 @@ class ChatOptions:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     max_tokens: int | None = None  # None: the server's default
-
-
-# Fields that change nothing we sample or answer; read and ignored, as OpenAI-compatible servers do.
-IGNORED = ("model", "user", "metadata", "service_tier", "safety_identifier", "prompt_cache_key",
-           "return_token_ids", "temperature", "top_p", "messages", "tools", "stream_options")
 
 
 def _falsy(value: Any) -> bool:

@@ -23,7 +23,10 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
   that template (after the tokenizer's BOS where it opens with one, as the rollout prompts); a reply
   stops at the format's stop strings too, and its calls, in the family's syntax (`<tool_call>` JSON,
   Llama's JSON, Mistral's `[TOOL_CALLS]`, Gemma's `tool_code`), come back as OpenAI `tool_calls`.
-  With `return_token_ids`, the choice carries the prompt's and the reply's token ids.
+  With `return_token_ids`, the choice carries the prompt's and the reply's token ids. The OpenAI
+  options (`stream`, `tool_choice`, `n`, `logprobs`, `stop`, `seed`, ...) are read and refused in
+  `openai_request.py`, streamed in `sse.py`; docs/proxy.md, "The API surface", lists every field.
+- `POST /v1/responses`: the Responses API as a chat completion (`responses.py`).
 - `POST /v1/load_weights` `{"path": DIR}`: load a checkpoint's weights (safetensors) into the
   served model and sync the sampler; answers the new `version`. Requests in flight finish on the
   old weights; none samples from half-loaded ones.
@@ -31,8 +34,8 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
   the crc32 of the weights the sampler holds, `probe.weights_checksum`: the weight-sync probe
   compares it with the trainer's).
 - Recording mode (`--record`; `rollout.agent` in training): `/episodes/{id}/v1/chat/completions`
-  records every call of an episode as token ids, `POST /episodes/{id}/reward`, `GET /episodes/{id}`
-  gives its exact training rows, `DELETE /episodes/{id}` forgets it (`engines/recorder.py`,
+  and `/episodes/{id}/v1/responses` record every call of an episode as token ids,
+  `POST /episodes/{id}/reward`, `GET /episodes/{id}` gives its exact training rows, `DELETE /episodes/{id}` forgets it (`engines/recorder.py`,
   docs/proxy.md).
 
 Concurrent requests are batched: a worker thread takes every request waiting, groups them by
@@ -267,11 +270,13 @@ class _Handlers:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
-    def chat_params(self, body: dict, opts: ChatOptions) -> SamplingParams:
+    def chat_params(self, body: dict, opts: ChatOptions, prompt: int) -> SamplingParams:
         """Training (`sampling`): the recipe's, plus the request's stop strings (a stop ends a sample
         and changes nothing of its distribution); else the request's, and the format's stop strings
-        (a reply ends where the format's actions end: a call's closing tag, its end of turn)."""
-        params = self.sampling or self.params({**body, "max_tokens": opts.max_tokens})
+        (a reply ends where the format's actions end: a call's closing tag, its end of turn). A chat
+        that names no max_tokens may fill the context the `prompt` tokens leave (vLLM's default)."""
+        room = self.context - prompt if self.context is not None and self.context > prompt else None
+        params = self.sampling or self.params({**body, "max_tokens": opts.max_tokens or room})
         extra = () if self.sampling else self.fmt.stop_strings
         return dataclasses.replace(params, stop_strings=tuple(dict.fromkeys((*params.stop_strings, *opts.stop,
                                                                              *extra))))
@@ -304,7 +309,7 @@ class _Handlers:
         never trained; `openai_request.tool_opening`) and the model writes the rest."""
         forced = self._encode(tool_opening(self.fmt, opts.tool_choice))
         ids = [*self.prompt(body, episode), *forced]
-        params, version = self.chat_params(body, opts), self.engine.version
+        params, version = self.chat_params(body, opts, len(ids)), self.engine.version
         samples = await asyncio.gather(*(self.sample(ids, params, seed) for seed in self._seeds(opts, episode)))
         choices = [self._choice(i, s, params, opts, forced) for i, s in enumerate(samples)]
         if body.get("return_token_ids"):
