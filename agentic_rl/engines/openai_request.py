@@ -81,8 +81,28 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def check_fields(body: Mapping, refused: Mapping[str, tuple[Callable[[Any], bool], str]]) -> None:
     for name, (accepted, why) in refused.items():
-        if name in body and not accepted(body[name]):
+        if name not in body:
+            continue
+        try:
+            ok = accepted(body[name])
+        except (TypeError, AttributeError, ValueError):  # a value of another shape altogether
+            ok = False
+        if not ok:
             raise BadRequest(name, why)
+
+
+def text_messages(messages: list) -> list[dict]:
+    """Chat messages whose content is a list of text parts (`{"type": "text", "text": ...}`), as
+    some clients send them, with that text as a string; any other part is refused."""
+    out = []
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(p, Mapping) and p.get("type") == "text" for p in content):
+                raise BadRequest(f"messages[{i}].content", "text parts only: no images, audio or files")
+            m = {**m, "content": "".join(str(p.get("text", "")) for p in content)}
+        out.append(m)
+    return out
 
 
 def _int(body: Mapping, name: str, low: int) -> int | None:
@@ -127,6 +147,8 @@ def chat_options(body: Mapping, recording: bool = False, one_call_a_reply: bool 
     end at a stop string, so a reply holds one call at most (`parallel_tool_calls: false` holds)."""
     check_fields(body, REFUSED)
     n = _int(body, "n", 1) or 1
+    if n > 128:
+        raise BadRequest("n", "at most 128, as OpenAI allows")
     if recording and n > 1:
         raise BadRequest("n", "a recorded episode samples one reply a call (an episode is one trajectory): "
                               "send n requests, or run n episodes")
@@ -139,10 +161,13 @@ def chat_options(body: Mapping, recording: bool = False, one_call_a_reply: bool 
     if not isinstance(stream_options, Mapping):
         raise BadRequest("stream_options", "an object")
     max_tokens = _int(body, "max_completion_tokens", 1) or _int(body, "max_tokens", 1)
+    seed = _int(body, "seed", 0)
+    if seed is not None and seed + n > 2**63:
+        raise BadRequest("seed", "below 2**63")
     return ChatOptions(n=n, logprobs=bool(body.get("logprobs")), stream=bool(body.get("stream")),
                        include_usage=bool(stream_options.get("include_usage")),
                        tool_choice=tool_choice(body.get("tool_choice"), body.get("tools")),
-                       stop=stop_strings(body.get("stop")), seed=_int(body, "seed", 0), max_tokens=max_tokens)
+                       stop=stop_strings(body.get("stop")), seed=seed, max_tokens=max_tokens)
 
 
 _ARG, _NAMES = "agentic_rl_probe_argument", ("A_probe", "B_probe")  # ASCII: JSON escapes nothing of them

@@ -59,7 +59,13 @@ from pathlib import Path
 from jinja2 import TemplateError
 
 from agentic_rl.engines.base import Sample, SamplingParams
-from agentic_rl.engines.openai_request import BadRequest, ChatOptions, chat_options, tool_opening
+from agentic_rl.engines.openai_request import (
+    BadRequest,
+    ChatOptions,
+    chat_options,
+    text_messages,
+    tool_opening,
+)
 from agentic_rl.engines.sse import chat_stream, sse
 from agentic_rl.envs.formats import ToolFormat, bos_text, format_of_template
 from agentic_rl.errors import UserDataError, UserFileError
@@ -260,6 +266,7 @@ class _Handlers:
             raise BadRequest("messages", "a non-empty list of message objects")
         if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
             raise BadRequest("tools", "a list of tool objects")
+        messages = text_messages(messages)
         try:
             if episode is not None:
                 return self.recorder.prompt_ids(episode, messages, tools, self.render)

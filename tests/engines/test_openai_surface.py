@@ -185,18 +185,29 @@ def test_parallel_tool_calls_come_back_as_several_calls_and_deltas(scripted):
 @pytest.mark.parametrize("field, value", [
     ("response_format", {"type": "json_object"}), ("logit_bias", {"5": 10}), ("presence_penalty", 0.5),
     ("functions", [{"name": "f"}]), ("n", 2), ("store", True), ("tool_choice", "sometimes"), ("stop", [3]),
-    ("seed", -1)])
+    ("seed", -1), ("seed", 2**70), ("messages", [{"role": "user", "content": [{"type": "image_url"}]}])])
 def test_an_unsupported_chat_field_is_a_400_naming_it(tiny_server, field, value):
     client = _client(tiny_server, "refused")  # recording mode: n > 1 is refused there
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="m", messages=ASK, max_tokens=2, extra_body={field: value})
-    assert refused.value.param == field and field in str(refused.value)
+    assert refused.value.param.split("[")[0] == field and field in str(refused.value)
+    with pytest.raises(openai.BadRequestError) as refused:  # without recording, too
+        _client(tiny_server).chat.completions.create(model="m", messages=ASK, max_tokens=2, n=129)
+    assert refused.value.param == "n"
+
+
+def test_text_parts_are_the_text_they_hold(tiny_server):
+    client = _client(tiny_server)
+    parts = [{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "6*7?"}]}]
+    ids = [client.chat.completions.create(model="m", messages=m, max_tokens=1, extra_body={"return_token_ids": True})
+           .choices[0].prompt_token_ids for m in (parts, ASK)]
+    assert ids[0] == ids[1]
 
 
 @pytest.mark.parametrize("field, value", [
     ("previous_response_id", "resp_1"), ("store", True), ("tools", [{"type": "web_search"}]),
     ("text", {"format": {"type": "json_object"}}), ("include", ["reasoning.encrypted_content"]),
-    ("input", [{"type": "image_generation_call"}])])
+    ("input", [{"type": "image_generation_call"}]), ("reasoning", "high"), ("input", 3)])
 def test_an_unsupported_responses_field_is_a_400_naming_it(tiny_server, field, value):
     body = {"model": "m", "input": "Hi", "max_output_tokens": 2, field: value}
     with pytest.raises(openai.BadRequestError) as refused:
