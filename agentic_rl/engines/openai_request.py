@@ -122,7 +122,8 @@ def stop_strings(value: Any, param: str = "stop") -> tuple[str, ...]:
 def tool_choice(value: Any, tools: list | None) -> ToolChoice:
     """The chat API's `tool_choice`: "auto", "none", "required" or {"type": "function", "function":
     {"name": ...}}; a choice that needs tools is refused without them, a named one not among them too."""
-    names = [t.get("function", t).get("name") for t in tools or () if isinstance(t, Mapping)]
+    names = [fn.get("name") for t in tools or () if isinstance(t, Mapping)
+             and isinstance(fn := t.get("function", t), Mapping)]
     if value is None or value == "auto":
         return ToolChoice()
     if value == "none":

@@ -264,8 +264,12 @@ class _Handlers:
         messages, tools = body.get("messages"), body.get("tools")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise BadRequest("messages", "a non-empty list of message objects")
-        if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-            raise BadRequest("tools", "a list of tool objects")
+        if tools is not None and not isinstance(tools, list):
+            raise BadRequest("tools", "a list of function tools")
+        for i, t in enumerate(tools or ()):
+            if not (isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("function"), dict)
+                    and isinstance(t["function"].get("name"), str)):
+                raise BadRequest(f"tools[{i}]", 'a function tool: {"type": "function", "function": {"name": ...}}')
         messages = text_messages(messages)
         try:
             if episode is not None:

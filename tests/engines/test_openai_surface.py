@@ -185,7 +185,7 @@ def test_parallel_tool_calls_come_back_as_several_calls_and_deltas(scripted):
 @pytest.mark.parametrize("field, value", [
     ("response_format", {"type": "json_object"}), ("logit_bias", {"5": 10}), ("presence_penalty", 0.5),
     ("functions", [{"name": "f"}]), ("n", 2), ("store", True), ("tool_choice", "sometimes"), ("stop", [3]),
-    ("seed", -1), ("seed", 2**70), ("messages", [{"role": "user", "content": [{"type": "image_url"}]}])])
+    ("seed", -1), ("seed", 2**70), ("tools", [{"function": 3}]), ("messages", [{"role": "user", "content": [{"type": "image_url"}]}])])
 def test_an_unsupported_chat_field_is_a_400_naming_it(tiny_server, field, value):
     client = _client(tiny_server, "refused")  # recording mode: n > 1 is refused there
     with pytest.raises(openai.BadRequestError) as refused:
