@@ -57,7 +57,7 @@ def workloads(spec, cfg, fewshot: bool) -> dict:
 def run(engine, tokenizer, spec, work) -> tuple[float, int, list]:
     tasks, group, params, options, budget = work
     start = time.perf_counter()
-    groups, stats = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks, group, params, budget, seed=0)
+    groups, stats = rollout(engine, lambda: spec.make_env(options), tasks, group, params, budget, seed=0)
     ids = [t.token_ids() for g in groups for t in g.trajectories]
     return time.perf_counter() - start, stats.generated_tokens, ids
 

@@ -42,7 +42,7 @@ def tokens_per_s(engine, tokenizer, spec, cfg, batch: int) -> tuple[float, int]:
     params = SamplingParams(cfg.rollout.temperature, 1.0, cfg.rollout.max_new_tokens, stop)
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
     start = time.perf_counter()
-    _, stats = rollout(engine, tokenizer, lambda: spec.make_env(options), spec.tasks("train", batch, 0), 1, params,
+    _, stats = rollout(engine, lambda: spec.make_env(options), spec.tasks("train", batch, 0), 1, params,
                        budget, seed=0)
     return stats.generated_tokens / (time.perf_counter() - start), stats.generated_tokens
 

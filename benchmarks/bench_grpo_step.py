@@ -93,7 +93,7 @@ def run_ours(steps: int, precision: str) -> dict:
     for step in range(steps):
         t0 = time.perf_counter()
         batch = train[step * TASKS_PER_STEP : (step + 1) * TASKS_PER_STEP]
-        groups, stats = rollout(engine, tokenizer, harness_env, batch, GROUP, params, budget, seed=step)
+        groups, stats = rollout(engine, harness_env, batch, GROUP, params, budget, seed=step)
         groups = score_groups(correct, groups)
         m = rollout_metrics(groups)
         batch = UpdateBatch(RolloutBatch(tuple(groups), engine.version), compute_credit(groups, cfg.rl.algorithm))

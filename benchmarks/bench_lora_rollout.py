@@ -47,7 +47,7 @@ def timed_rollout(engine, tokenizer, spec, cfg, tasks) -> dict:
     params = SamplingParams(ro.temperature, ro.top_p, ro.max_new_tokens, make_env().format.stop_strings)
     budget = Budget(ro.max_turns, ro.max_new_tokens, ro.max_episode_tokens)
     start = time.perf_counter()
-    _, stats = rollout(engine, tokenizer, make_env, tasks, cfg.rl.tasks.group_size, params, budget, seed=0)
+    _, stats = rollout(engine, make_env, tasks, cfg.rl.tasks.group_size, params, budget, seed=0)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "tokens": stats.generated_tokens, "tokens_per_s": stats.generated_tokens / seconds}
 

@@ -55,7 +55,7 @@ def rollout_step(model, tokenizer, spec, cfg, seed: int):
     ep = episodes(spec, cfg.env.options, cfg.rollout)
     tasks = make_sampler(rl.tasks.sampler, rl_pool(spec, rl.tasks, rl.steps, rl.seed), seed=rl.seed).sample(rl.tasks.per_step)
     engine = HFEngine(model, tokenizer, cfg.model.precision)
-    groups, _ = rollout(engine, tokenizer, ep.make_env, tasks, rl.tasks.group_size, ep.params, ep.budget, seed=seed)
+    groups, _ = rollout(engine, ep.make_env, tasks, rl.tasks.group_size, ep.params, ep.budget, seed=seed)
     return score_groups(ep.reward, groups, ep.budget.step_timeout_s)
 
 

@@ -76,7 +76,7 @@ def main() -> None:
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
     engine, groups = HFEngine(model, tok, cfg.model.precision), []
     for i in range(0, len(tasks), args.batch):  # a batch of episodes at a time: long prompts, bounded memory
-        groups += rollout(engine, tok, lambda: spec.make_env({}), tasks[i : i + args.batch], 1, params, budget, seed=i)[0]
+        groups += rollout(engine, lambda: spec.make_env({}), tasks[i : i + args.batch], 1, params, budget, seed=i)[0]
     runner, handler = bfcl_runner()
     reward, rows = spec.make_reward({}), []
     for g in groups:

@@ -79,7 +79,7 @@ def main() -> None:
     model, tokenizer = load_model(args.student)
     student = HFEngine(model, tokenizer, "auto")
     teacher = HFEngine(*load_model(args.teacher), "auto") if args.teacher else student
-    groups, _ = rollout(student, tokenizer, make_env, spec.tasks("train", args.tasks, 7), args.samples, params,
+    groups, _ = rollout(student, make_env, spec.tasks("train", args.tasks, 7), args.samples, params,
                         budget, seed=1)
     failed = failed_episodes(score_groups(reward_fn, groups), 1.0, 10**6)
     row = {"episodes": args.tasks * args.samples, "failed": len(failed)}

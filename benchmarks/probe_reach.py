@@ -44,7 +44,7 @@ def reach(checkpoint: str, cfg, n_tasks: int, samples: int, split: str, seed: in
     # at most 64 episodes' KV caches at a time: all of them at once would take several GB
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens,
                     max_concurrent=64)
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env(env_options), tasks, samples, params, budget, seed)
+    groups, _ = rollout(engine, lambda: spec.make_env(env_options), tasks, samples, params, budget, seed)
     groups = score_groups(spec.make_reward(env_options), groups)
     out: dict[str, dict] = {}
     for g in groups:

@@ -31,7 +31,7 @@ def _cut_points(policy: str, cfg, spec, tasks):
     fmt = spec.make_env(env_opts).format
     params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens, stop_strings=fmt.stop_strings)
     budget = Budget(cfg.rollout.max_turns, cfg.rollout.max_new_tokens, cfg.rollout.max_episode_tokens)
-    groups, _ = rollout(HFEngine(model, tok, cfg.model.precision), tok, lambda: spec.make_env(env_opts), tasks, 1, params, budget)
+    groups, _ = rollout(HFEngine(model, tok, cfg.model.precision), lambda: spec.make_env(env_opts), tasks, 1, params, budget)
     cuts = []
     for g in groups:
         t = g.trajectories[0]

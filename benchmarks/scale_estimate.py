@@ -143,7 +143,7 @@ def measure_decode(engine, tokenizer, spec, cfg, new_tokens: int) -> dict:
         params, budget = replace(ep.params, max_new_tokens=n), Budget(1, n, n, cfg.rollout.step_timeout_s)
         with counted(engine._infer) as fed:
             t0 = time.perf_counter()
-            _, stats = rollout(engine, tokenizer, ep.make_env, tasks[:k], G, params, budget, seed=0)
+            _, stats = rollout(engine, ep.make_env, tasks[:k], G, params, budget, seed=0)
         return {"rows": k * G, "new_tokens": n, "seconds": time.perf_counter() - t0,
                 "tokens": stats.generated_tokens, **fed}
 

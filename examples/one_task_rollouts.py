@@ -17,8 +17,8 @@ class OneTaskAtATime:
         ep, groups, parts = self.episodes, [], []
         for i, task in enumerate(tasks):
             seeds = episode_seeds[i * group_size:(i + 1) * group_size] if episode_seeds is not None else None
-            out, stats = rollout(self.engine, self.tokenizer, ep.make_env, [task], group_size, ep.params, ep.budget,
-                                 seed=seed + i, episode_seeds=seeds, progress=progress)
+            out, stats = rollout(self.engine, ep.make_env, [task], group_size, ep.params, ep.budget,
+                                 seed=seed + i if seeds is None else seeds, progress=progress)
             groups += score_groups(ep.reward, out, ep.budget.step_timeout_s)
             parts.append(stats)
         return groups, RolloutStats.total(parts, sum(p.seconds for p in parts))

@@ -53,6 +53,7 @@ class Session(Protocol):
 
 class Engine(Protocol):
     version: int
+    tokenizer: object  # the tokenizer whose ids it samples: the rollout renders and reads with it
 
     def session(self, seed: int) -> Session: ...
 

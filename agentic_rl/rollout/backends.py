@@ -68,8 +68,8 @@ class InProcess:
     def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None = None,
                 progress: Progress | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
         ep = self.episodes
-        groups, stats = rollout(self.engine, self.tokenizer, ep.make_env, tasks, group_size, ep.params, ep.budget,
-                                seed=seed, episode_seeds=episode_seeds, progress=progress)
+        groups, stats = rollout(self.engine, ep.make_env, tasks, group_size, ep.params, ep.budget,
+                                seed=seed if episode_seeds is None else episode_seeds, progress=progress)
         return score_groups(ep.reward, groups, self.reward_timeout_s), stats
 
     def sync(self, model, version: int, probe) -> None:

@@ -343,7 +343,7 @@ def _play(spec: EnvSpec, options, tokenizer, tasks, script, budget: Budget = _EP
     fmt = spec.make_env(options).format
     params = SamplingParams(1.0, 1.0, budget.max_new_tokens, tuple(fmt.stop_strings))
     try:
-        groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, make, tasks, 1, params, budget)
+        groups, _ = rollout(ScriptedEngine(tokenizer, script), make, tasks, 1, params, budget)
     finally:
         for env in envs:
             close_env(env)

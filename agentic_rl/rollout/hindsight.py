@@ -177,7 +177,7 @@ def hindsight_corrections(engine: Engine, tokenizer, episodes: Episodes, failed:
         plans.append((t, k, hint(t, options.reveal_answer, solution), check))
     envs = iter([HintedEnv(episodes.make_env(), [turn.action_text for turn in t.turns[:k]], h)
                  for t, k, h, _ in plans])
-    groups, _ = rollout(engine, tokenizer, lambda: next(envs), [t.task for t, *_ in plans], 1, episodes.params,
+    groups, _ = rollout(engine, lambda: next(envs), [t.task for t, *_ in plans], 1, episodes.params,
                         episodes.budget, seed=seed)
     groups = score_groups(episodes.reward, groups, episodes.budget.step_timeout_s)
     kept = []

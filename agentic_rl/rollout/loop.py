@@ -85,21 +85,21 @@ class RolloutStats:
 
 def rollout(
     engine: Engine,
-    tokenizer,
     make_env: Callable[[], Env],
     tasks: Sequence[Task],
     group_size: int,
     params: SamplingParams,
     budget: Budget,
-    seed: int = 0,
-    episode_seeds: Sequence[int] | None = None,
+    seed: int | Sequence[int] = 0,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[list[TrajectoryGroup], RolloutStats]:
-    """Run `group_size` episodes per task; returns one group per task (outcome rewards unset).
-    `episode_seeds` (one per episode, `episode_seeds()`): each episode draws from its own generator,
-    so it samples the same tokens whichever episodes share its batch, process or worker (the
-    embedded engine; rollout.rng: episode); else one generator per batch, seeded by `seed`.
-    `progress(n)` is told of the episodes as they end (every one, once)."""
+    """Run `group_size` episodes per task on `engine` (which renders and reads with its own
+    `tokenizer`); returns one group per task (outcome rewards unset). `seed`: an int seeds one
+    generator for the batch; one seed per episode (`episode_seeds()`, rollout.rng: episode) gives each
+    episode a generator of its own, so it samples the same tokens whichever episodes share its batch,
+    process or worker. `progress(n)` is told of the episodes as they end (every one, once)."""
+    tokenizer = engine.tokenizer
+    per_episode = None if isinstance(seed, int) else list(seed)
     start = time.perf_counter()
     episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
     ended = _Ended(progress)
@@ -133,8 +133,8 @@ def rollout(
     for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
         live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
         if live:
-            rows = {"row_seeds": {i: episode_seeds[i] for i in live}} if episode_seeds is not None else {}
-            engine.session(seed + lo, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
+            rows = {"row_seeds": {i: per_episode[i] for i in live}} if per_episode is not None else {}
+            engine.session(seed + lo if per_episode is None else 0, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
         ended.add(*range(lo, min(lo + cap, len(episodes))))  # those the session ended without a last stop
     groups = [
         TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))

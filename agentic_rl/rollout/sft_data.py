@@ -87,6 +87,6 @@ def teacher_demonstrations(engine, tokenizer, episodes, tasks: Sequence[Task], s
     from agentic_rl.rewards.scoring import score_groups
     from agentic_rl.rollout.loop import rollout
 
-    groups, _ = rollout(engine, tokenizer, episodes.make_env, tasks, samples, episodes.params, episodes.budget)
+    groups, _ = rollout(engine, episodes.make_env, tasks, samples, episodes.params, episodes.budget)
     scored = score_groups(episodes.reward, groups)
     return [t for g in scored for t in g.trajectories if t.reward >= min_reward and not t.error]

@@ -86,10 +86,10 @@ def graduation_report(engine, tokenizer, spec, cfg, losses: Sequence[float],
     tasks = spec.tasks(cfg.eval.splits[0], s.graduation_prompts, cfg.eval.seed)
     scored = list(evaluated[: len(tasks)])
     if [g.task.id for g in scored] != [t.id for t in tasks]:
-        out, _ = rollout(engine, tokenizer, greedy.make_env, tasks, 1, greedy.params, greedy.budget)
+        out, _ = rollout(engine, greedy.make_env, tasks, 1, greedy.params, greedy.budget)
         scored = score_groups(greedy.reward, out)
     trajs = [t for g in scored for t in g.trajectories]
-    sampled, _ = rollout(engine, tokenizer, greedy.make_env, tasks[: s.diversity_prompts], s.diversity_samples,
+    sampled, _ = rollout(engine, greedy.make_env, tasks[: s.diversity_prompts], s.diversity_samples,
                          replace(greedy.params, temperature=1.0), greedy.budget, seed=cfg.seed)
     texts = [[" | ".join(turn.action_text for turn in t.turns) for t in g.trajectories] for g in sampled]
     calls = sum(t.num_tool_calls for t in trajs)

@@ -83,8 +83,8 @@ class RolloutWorker:
         self.load(weights)
         failpoint(f"worker{self.index}.rollout")  # tests kill a worker here, mid-step
         ep = self.episodes
-        groups, stats = rollout(self.engine, self.tokenizer, ep.make_env, tasks, group_size, ep.params, ep.budget,
-                                seed=seed, episode_seeds=episode_seeds)
+        groups, stats = rollout(self.engine, ep.make_env, tasks, group_size, ep.params, ep.budget,
+                                seed=seed if episode_seeds is None else episode_seeds)
         return groups, stats
 
     def generate(self, prompt: Sequence[int], params: SamplingParams, weights: Weights | None) -> Sample:

@@ -61,7 +61,7 @@ def _episodes(engine, tokenizer, tasks, seeds):
     cfg = load_config("recipes/tiny.yaml", ["rollout.max_new_tokens=6", "rollout.max_turns=2"])
     spec = get_env(cfg.env.name)
     ep = episodes(spec, cfg.env.options, cfg.rollout)
-    groups, _ = rollout(engine, tokenizer, ep.make_env, tasks, 2, ep.params, ep.budget, seed=7, episode_seeds=seeds)
+    groups, _ = rollout(engine, ep.make_env, tasks, 2, ep.params, ep.budget, seed=seeds)
     return [[(t.token_ids(), t.infra_failure) for t in g.trajectories] for g in groups]
 
 

@@ -55,7 +55,7 @@ def test_a_checkpoint_chats_in_its_format_through_the_openai_client(name, tiny, 
     assert format_of_template(tok.chat_template) is fmt
     env = ToolEnv([calculator], "Use the calculator.", format=fmt)
     params = SamplingParams(1.0, 1.0, 64, fmt.stop_strings)
-    (group,), _ = rollout(ScriptedEngine(tok, lambda row, turn: _actions(fmt)[turn]), tok, lambda: env, [TASK], 1,
+    (group,), _ = rollout(ScriptedEngine(tok, lambda row, turn: _actions(fmt)[turn]), lambda: env, [TASK], 1,
                           params, Budget(4, 64, 256))
     traj = group.trajectories[0]  # what training would train on
 

@@ -118,7 +118,7 @@ def test_an_end_of_turn_that_is_no_token_is_a_stop_string_and_is_never_fed_twice
     script = [call, "<answer>14</answer><|eot_id|>"]
     engine = ScriptedEngine(tokenizer, lambda row, turn: script[turn])
     params = SamplingParams(1.0, 1.0, 64, LLAMA3_JSON.stop_strings)
-    (group,), _ = rollout(engine, tokenizer, lambda: env, [task], 1, params, Budget(4, 64, 256))
+    (group,), _ = rollout(engine, lambda: env, [task], 1, params, Budget(4, 64, 256))
     traj = group.trajectories[0]
     assert [t.stop_reason for t in traj.turns] == ["stop", "stop"]
     conversation = [*env.reset(task), {"role": "assistant", "content": "", "tool_calls": [CALL]},
@@ -147,7 +147,7 @@ def test_the_rollouts_prompt_is_what_apply_chat_template_tokenizes(tokenizer, na
     env = ToolEnv([calculator], "Use the calculator.", format=fmt)
     task = Task(id="t", prompt="What is 2 + 3 * 4?", answer=14)
     engine = ScriptedEngine(tok, lambda row, turn: "<answer>14</answer>" + fmt.end_of_turn)
-    (group,), _ = rollout(engine, tok, lambda: env, [task], 1, SamplingParams(1.0, 1.0, 64, fmt.stop_strings),
+    (group,), _ = rollout(engine, lambda: env, [task], 1, SamplingParams(1.0, 1.0, 64, fmt.stop_strings),
                           Budget(2, 64, 128))
     expected = tok.apply_chat_template(env.reset(task), tools=env.tool_schemas, add_generation_prompt=True,
                                        tokenize=True)["input_ids"]

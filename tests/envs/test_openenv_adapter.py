@@ -47,7 +47,7 @@ def test_returns_and_endings_equal_the_envs_own(served, tokenizer):
         envs.append(spec.make_env({}))
         return envs[-1]
     try:
-        groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, make, tasks, 1,
+        groups, _ = rollout(ScriptedEngine(tokenizer, script), make, tasks, 1,
                             SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(10, 64, 1024))
     finally:
         for env in envs:

@@ -60,7 +60,7 @@ def test_rewards_on_our_episodes_equal_skyrl_gyms_own_step(env_id, tokenizer):
     scripts = [s for t in tasks for s in _scripts(env_id, t)]
     fmt = spec.make_env({}).format
     engine = ScriptedEngine(tokenizer, lambda row, turn: scripts[row][min(turn, len(scripts[row]) - 1)])
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 3,
+    groups, _ = rollout(engine, lambda: spec.make_env({}), tasks, 3,
                         SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 4096))
     seen = set()
     for g in score_groups(spec.make_reward({}), groups):

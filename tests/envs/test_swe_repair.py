@@ -221,7 +221,7 @@ def test_no_sandbox_process_temp_dir_or_fd_remains_after_200_episodes(tokenizer)
         return envs[-1]
 
     def run(part):  # eight rollouts at once, as concurrent episodes are
-        return rollout(ScriptedEngine(tokenizer, script), tokenizer, make, part, 1,
+        return rollout(ScriptedEngine(tokenizer, script), make, part, 1,
                        SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(4, 64, 256))[0]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         groups = [g for part in pool.map(run, [tasks[i::8] for i in range(8)]) for g in part]

@@ -96,7 +96,7 @@ def test_an_async_env_steps_through_the_rollout(tokenizer):
 
     call = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
     engine = ScriptedEngine(tokenizer, lambda row, turn: call if turn == 0 else "done" + tokenizer.eos_token)
-    groups, _ = rollout(engine, tokenizer, AsyncEcho, [Task("ok", "ping?"), Task("boom", "ping?")], 1,
+    groups, _ = rollout(engine, AsyncEcho, [Task("ok", "ping?"), Task("boom", "ping?")], 1,
                         SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(4, 64, 256))
     ok, boom = groups[0].trajectories[0], groups[1].trajectories[0]
     assert ok.terminated and [t.observation for t in ok.turns] == ["pong", ""]

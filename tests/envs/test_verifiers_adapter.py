@@ -44,7 +44,7 @@ def _play(name, tokenizer, tasks, script):
         return envs[-1]
     params = SamplingParams(1.0, 1.0, 64, ("</tool_call>",))
     try:
-        groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, make, tasks, 1, params, Budget(8, 64, 512))
+        groups, _ = rollout(ScriptedEngine(tokenizer, script), make, tasks, 1, params, Budget(8, 64, 512))
     finally:
         for env in envs:
             close_env(env)

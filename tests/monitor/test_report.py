@@ -37,7 +37,7 @@ def run_dir(tmp_path, tokenizer):
     acts = [[fmt.render_assistant_body(m) for m in demonstrate(spec, {}, t, tokenizer)[0] if m["role"] == "assistant"]
             for t in tasks]
     script = lambda r, k: acts[r][k] + (tokenizer.eos_token if k == len(acts[r]) - 1 else "")  # noqa: E731
-    groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, lambda: spec.make_env({}), tasks, 1,
+    groups, _ = rollout(ScriptedEngine(tokenizer, script), lambda: spec.make_env({}), tasks, 1,
                         SamplingParams(1.0, 1.0, 256, fmt.stop_strings), Budget(6, 256, 1024))
     trajs = [g.trajectories[0] for g in groups]
     adv = [torch.tensor(t.loss_mask(), dtype=torch.float) * sign for t, sign in zip(trajs, (2.0, -2.0))]

@@ -68,7 +68,7 @@ def _policy_rates(tokenizer, write, forbid_copy: bool = False, n: int = 4) -> di
 
     engine = ScriptedEngine(tokenizer, script)
     params = SamplingParams(1.0, 1.0, 64, tuple(fmt.stop_strings))
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), tasks, 1, params, Budget(3, 64, 256))
+    groups, _ = rollout(engine, lambda: spec.make_env({}), tasks, 1, params, Budget(3, 64, 256))
     return hacking_rates([g.trajectories[0] for g in groups])
 
 

@@ -42,7 +42,7 @@ def _episode(strategy: str, budget_tokens: int = 700, turns: int = 6):
 
     calls.clear()
     policy = ContextPolicy(strategy, budget_tokens) if strategy != "none" else None
-    groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, lambda: ToolEnv([read], "You read manuals."),
+    groups, _ = rollout(ScriptedEngine(tokenizer, script), lambda: ToolEnv([read], "You read manuals."),
                         [Task("t", "What does the manual say?", "done")], 1,
                         SamplingParams(1.0, 1.0, 64, ("</tool_call>",)), Budget(turns, 64, 2000, context=policy))
     return groups[0].trajectories[0], tokenizer

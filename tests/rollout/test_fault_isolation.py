@@ -51,7 +51,7 @@ def _episodes(tokenizer, timeout_s: float):
     engine = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{tasks[row].answer}</answer>{tokenizer.eos_token}")
     params = SamplingParams(0.0, 1.0, 32, spec.make_env({}).format.stop_strings)
     start = time.perf_counter()
-    groups, _ = rollout(engine, tokenizer, lambda: Faulty(next(modes)), tasks, 1, params,
+    groups, _ = rollout(engine, lambda: Faulty(next(modes)), tasks, 1, params,
                         Budget(3, 32, 96, step_timeout_s=timeout_s))
     return [g.trajectories[0] for g in groups], time.perf_counter() - start, spec
 

@@ -45,7 +45,7 @@ def _play(name: str, tokenizer, actions: list[list[str]]) -> int:
     tasks = spec.tasks("train", len(actions), 0)
     engine = ScriptedEngine(tokenizer, lambda row, turn: actions[row][min(turn, len(actions[row]) - 1)])
     params = SamplingParams(1.0, 1.0, 64, spec.make_env(options).format.stop_strings)
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env(options), tasks, 1, params,
+    groups, _ = rollout(engine, lambda: spec.make_env(options), tasks, 1, params,
                         Budget(3, 64, 160, step_timeout_s=10))
     groups = score_groups(spec.make_reward(options), groups, timeout_s=10)
     assert len(groups) == len(actions)

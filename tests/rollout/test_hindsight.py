@@ -48,7 +48,7 @@ def _student(tokenizer):
     tasks = SPEC.tasks("train", 2, 0)
     engine = ScriptedEngine(tokenizer, lambda row, turn: script[row, turn])
     params = SamplingParams(1.0, 1.0, 64, SPEC.make_env({}).format.stop_strings)
-    groups, _ = rollout(engine, tokenizer, lambda: SPEC.make_env({}), tasks, 1, params, BUDGET)
+    groups, _ = rollout(engine, lambda: SPEC.make_env({}), tasks, 1, params, BUDGET)
     return score_groups(SPEC.make_reward({}), groups), params
 
 

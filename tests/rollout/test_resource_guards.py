@@ -30,7 +30,7 @@ def _roll(tiny, tokenizer, cap: int):
     engine = _Spy(tiny, tokenizer, "fp32")
     engine.sizes = []
     params = SamplingParams(1.0, 1.0, 8, spec.make_env({}).format.stop_strings)
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), spec.tasks("train", 3, 0), 4, params,
+    groups, _ = rollout(engine, lambda: spec.make_env({}), spec.tasks("train", 3, 0), 4, params,
                         Budget(2, 8, 16, max_concurrent=cap), seed=5)
     return groups, engine.sizes
 

@@ -37,7 +37,7 @@ def test_env_seconds_are_the_time_the_episodes_spent_in_their_envs(tokenizer):
     tasks = spec.tasks("train", 3, 0)
     engine = ScriptedEngine(tokenizer, lambda row, turn: f"<answer>{tasks[row].answer}</answer>{tokenizer.eos_token}")
     params = SamplingParams(0.0, 1.0, 32, spec.make_env({}).format.stop_strings)
-    groups, stats = rollout(engine, tokenizer, Slow, tasks, 1, params, Budget(3, 32, 96))
+    groups, stats = rollout(engine, Slow, tasks, 1, params, Budget(3, 32, 96))
     assert all(g.trajectories[0].terminated for g in groups)
     assert 3 * (RESET_S + STEP_S) <= stats.env_seconds <= stats.seconds
     assert stats.episodes == 3

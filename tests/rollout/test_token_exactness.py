@@ -60,7 +60,7 @@ def test_training_sequence_is_the_sampled_sequence(tiny, tokenizer, monkeypatch)
     task = spec.tasks("train", 1, 0)[0]
     engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
     params = SamplingParams(temperature=1.0, max_new_tokens=64, stop_strings=("</tool_call>",))
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({}), [task], 1, params, Budget(4, 64, 400))
+    groups, _ = rollout(engine, lambda: spec.make_env({}), [task], 1, params, Budget(4, 64, 400))
     traj = groups[0].trajectories[0]
 
     assert [t.stop_reason for t in traj.turns] == ["stop", "stop", "eos"]
@@ -118,7 +118,7 @@ def test_the_real_sampler_in_bf16_stores_the_trainers_logprobs_within_bf16_round
     engine = hf.HFEngine(tiny, tokenizer, precision="bf16")
     tasks = [Task(str(i), f"question {i}") for i in range(2)]
     params = SamplingParams(temperature=1.0, max_new_tokens=8, stop_strings=())
-    groups, _ = rollout(engine, tokenizer, _EchoEnv, tasks, 3, params, Budget(3, 8, 24), seed=4)
+    groups, _ = rollout(engine, _EchoEnv, tasks, 3, params, Budget(3, 8, 24), seed=4)
     diffs = []
     for g in groups:
         for t in g.trajectories:
@@ -156,7 +156,7 @@ def test_a_template_that_rewrites_history_starts_a_new_context_and_each_trains_a
     spec = get_env("calculator")
     engine = hf.HFEngine(tiny, tokenizer, precision="fp32")
     params = SamplingParams(temperature=1.0, max_new_tokens=64, stop_strings=("</tool_call>",))
-    groups, _ = rollout(engine, tokenizer, lambda: spec.make_env({"format": "openai_reasoning"}),
+    groups, _ = rollout(engine, lambda: spec.make_env({"format": "openai_reasoning"}),
                         spec.tasks("train", 1, 0), 1, params, Budget(4, 64, 400))
     traj = groups[0].trajectories[0]
 

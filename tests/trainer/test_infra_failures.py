@@ -49,7 +49,7 @@ def _run(tokenizer, envs, script, n: int):
     engine = ScriptedEngine(tokenizer, lambda row, turn: script(tasks[row], turn))
     params = SamplingParams(0.0, 1.0, 48, SPEC.make_env({}).format.stop_strings)
     envs = iter(envs)
-    groups, _ = rollout(engine, tokenizer, lambda: next(envs), tasks, 1, params, Budget(3, 48, 144, 5.0))
+    groups, _ = rollout(engine, lambda: next(envs), tasks, 1, params, Budget(3, 48, 144, 5.0))
     return [g.trajectories[0] for g in groups]
 
 
@@ -125,7 +125,7 @@ def test_the_agents_own_code_looping_forever_is_the_policys_and_is_trained_on(to
     engine = ScriptedEngine(tokenizer, lambda row, turn: loop if turn == 0 else "<answer>0</answer>" + tokenizer.eos_token)
     env = spec.make_env({"timeout_s": 0.5})
     params = SamplingParams(0.0, 1.0, 48, env.format.stop_strings)
-    groups, _ = rollout(engine, tokenizer, lambda: env, [task], 1, params, Budget(3, 48, 144, 20.0))
+    groups, _ = rollout(engine, lambda: env, [task], 1, params, Budget(3, 48, 144, 20.0))
     [scored] = score_groups(spec.make_reward({}), groups)
     t = scored.trajectories[0]
     assert "time limit" in t.turns[0].observation and t.turns[0].tool_errors == 1

@@ -48,7 +48,7 @@ def _episodes(name: str, tokenizer, n: int = 2) -> TrajectoryGroup:
         return actions[row][turn] + ("" if turn < len(actions[row]) - 1 else tokenizer.eos_token)
 
     params = SamplingParams(1.0, 1.0, 256, tuple(fmt.stop_strings))
-    groups, _ = rollout(ScriptedEngine(tokenizer, script), tokenizer, lambda: spec.make_env({}), tasks, 1, params,
+    groups, _ = rollout(ScriptedEngine(tokenizer, script), lambda: spec.make_env({}), tasks, 1, params,
                         Budget(6, 256, 2048))
     return TrajectoryGroup(tasks[0], tuple(g.trajectories[0] for g in groups))
 

@@ -51,8 +51,8 @@ def setup(cluster):
     tasks = spec.tasks("train", TASKS, 0)
     seeds = episode_seeds(SEED, range(TASKS), cfg.rl.tasks.group_size)
     ep = episodes(spec, cfg.env.options, cfg.rollout)
-    local, _ = rollout(HFEngine(model, tokenizer, "fp32"), tokenizer, ep.make_env, tasks, cfg.rl.tasks.group_size,
-                       ep.params, ep.budget, seed=SEED, episode_seeds=seeds)
+    local, _ = rollout(HFEngine(model, tokenizer, "fp32"), ep.make_env, tasks, cfg.rl.tasks.group_size,
+                       ep.params, ep.budget, seed=seeds)
     pool = RolloutWorkers(cfg, ep)
     pool.send(model, 1)
     yield cfg, model, tasks, seeds, local, pool
