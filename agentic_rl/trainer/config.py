@@ -299,7 +299,7 @@ _AT_LEAST = {
     "sft.examples": 0, "sft.batch_size": 1, "sft.grad_accum": 1, "sft.epochs": 1,
     "cpt.epochs": 1, "cpt.batch_size": 1, "cpt.grad_accum": 1, "cpt.pack": 0, "cpt.max_tokens": 2,
     "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
-    "rollout.workers.count": 0,
+    "rollout.workers.count": 0, "rollout.agent.concurrency": 0,
     "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
     "rl.optim.minibatches": 1, "rl.optim.epochs": 1, "rl.optim.micro_batch_rows": 1, "rl.optim.warmup_steps": 0,
     "rl.filters.max_refill_rounds": 0, "rl.collapse.window": 1, "hindsight.max_per_step": 1,
@@ -316,6 +316,7 @@ MOVED = {
     "rollout.workers": "rollout.workers.count", "rollout.worker_cpus": "rollout.workers.cpus",
     "rollout.worker_gpus": "rollout.workers.gpus", "rollout.agent": "rollout.agent.program",
     "rollout.agent_history": "rollout.agent.history", "rollout.agent_timeout_s": "rollout.agent.timeout_s",
+    "rollout.agent_concurrency": "rollout.agent.concurrency",
 }
 
 

@@ -50,6 +50,9 @@ class AgentConfig:
     # an agent's episode still running this long after it started is given up: an infrastructure failure
     # (kind agent), its calls refused from then on; 0 = no limit
     timeout_s: float = 600.0
+    # episodes run at once (an `async def` agent's as tasks on one event loop, a function's on a pool of
+    # threads), their calls batched by the engine; 0 = all of a step's (tasks x group)
+    concurrency: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _workers(s: RolloutSetting) -> RolloutWorkers:
 @BACKENDS.register("agent")
 def _agent(s: RolloutSetting) -> AgentRollouts:
     ro = s.cfg.rollout
-    concurrency, label = (s.cfg.eval.batch_size, "eval") if s.evaluation else (ro.max_concurrent, "s")
+    concurrency, label = (s.cfg.eval.batch_size, "eval") if s.evaluation else (ro.agent.concurrency, "s")
     return AgentRollouts(load_callable(ro.agent.program), s.engine, s.tokenizer, s.episodes, ro.agent.timeout_s, concurrency,
                          ro.agent.history, label)
 
