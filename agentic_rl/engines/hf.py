@@ -62,7 +62,7 @@ class HFEngine:
         self.shares_prefix = reproduces_attention(model, cache_kwarg(model))
         self.last_logits = LastLogits(self._infer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.eos_ids = _eos_ids(tokenizer, model)
+        self.eos_ids = eos_ids(tokenizer, model)
         self.version = 0
         self.narrow_feeds = True  # observations fed in forwards of their own rows (off: benchmarks' baseline)
 
@@ -96,9 +96,12 @@ class HFEngine:
         return HFSession(self, seed, row_seeds)
 
 
-def _eos_ids(tokenizer, model) -> frozenset[int]:
+def eos_ids(tokenizer, model=None) -> frozenset[int]:
+    """The ids that end a reply: the tokenizer's end of sequence and the model's generation config's
+    (none without a model)."""
     ids = {tokenizer.eos_token_id}
-    eos = model.generation_config.eos_token_id
+    config = getattr(model, "generation_config", None)
+    eos = config.eos_token_id if config is not None else None
     ids.update(eos if isinstance(eos, list) else [eos])
     return frozenset(i for i in ids if i is not None)
 

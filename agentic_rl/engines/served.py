@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from agentic_rl.engines.base import Restart, Sample, SamplingParams
+from agentic_rl.engines.hf import eos_ids
 from agentic_rl.engines.weight_update import writer
 from agentic_rl.faults import InfrastructureError
 
@@ -54,6 +55,7 @@ class ServedEngine:
                  weight_update: str = "auto", version: int = 0, dtype: torch.dtype | None = None):
         self.url = url.rstrip("/")
         self.tokenizer, self.model = tokenizer, model  # the trainer's policy, whose weights `sync_weights` sends
+        self.eos_ids = eos_ids(tokenizer, model)  # what ends a reply (the recording proxy's replies, over this engine)
         self.timeout_s = timeout_s
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="agentic-rl-weights-"))
         self.down: Callable[[], str] | None = None  # a managed server's account of why it failed (its exit, its log)

@@ -160,16 +160,12 @@ def _check_distill(d: DistillConfig) -> None:
 
 
 def _check_agent(cfg: Config) -> None:
-    """An agent program's rollouts run in this process, on its engine, one step at a time."""
+    """An agent program is a callable the recipe names: loadable here (and so on every Ray worker
+    that shares this code)."""
     if not cfg.rollout.agent.program:
         return
     from agentic_rl.registry import load_callable
 
-    for key, blocked in (("rollout.workers.count", cfg.rollout.workers.count > 0), ("rl.max_staleness", cfg.rl.max_staleness > 0),
-                         ("rollout.engine.name", cfg.rollout.engine.name != "embedded")):
-        if blocked:
-            raise ConfigError(f"{key}: not with rollout.agent.program (the recording proxy serves this process's "
-                              "embedded engine, synchronously)")
     try:
         load_callable(cfg.rollout.agent.program)
     except (ValueError, ImportError) as e:

@@ -98,6 +98,16 @@ def sync_agent(task: dict, base_url: str) -> float:
         WATCH.leave()
 
 
+def plain_agent(task: dict, base_url: str) -> float:
+    """Two calls, every episode."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": task["prompt"]}]
+    for _ in range(2):
+        messages += _keep(base_url, client.chat.completions.create(model="policy", messages=messages,
+                                                                   extra_body={"return_token_ids": True}))
+    return 0.5
+
+
 def _rollout(agent, tiny, tokenizer, concurrency: int):
     global WATCH
     WATCH = Watch()
@@ -143,3 +153,40 @@ def test_the_episodes_sample_the_same_tokens_whatever_the_concurrency(tiny, toke
     tokens = [[[t.action_ids for t in e.turns] for e in g.trajectories] for g in alone]
     assert tokens == [[[t.action_ids for t in e.turns] for e in g.trajectories] for g in together]
     assert len({tuple(e[0]) for g in tokens for e in g if e}) > 1  # the witness: the episodes differ
+
+
+def test_the_proxy_in_front_of_a_served_engine_records_what_the_server_sampled(tiny, tokenizer):
+    """The proxy over our own server (a real uvicorn serving other weights than the trainer's, seed 5):
+    every recorded call is the server's sample, its logprobs those of the served weights and not of
+    the trainer's until the sync sends them; after it, the proxy's calls are sampled by the trainer's
+    weights at the new version."""
+    import copy
+
+    from agentic_rl.engines.served import ServedEngine
+    from agentic_rl.engines.server import create_app
+    from agentic_rl.models.loader import tiny_model
+    from tests.engines.test_served import Server, _trainer_logprobs
+
+    other = tiny_model(tokenizer, seed=5).eval()
+    server = Server(create_app(HFEngine(copy.deepcopy(other), tokenizer, "fp32"), tokenizer))
+    engine = ServedEngine(server.url, tokenizer, tiny)
+    cfg = load_config("recipes/tiny.yaml", ["rollout.max_new_tokens=4"])
+    spec = get_env(cfg.env.name)
+    backend = AgentRollouts(plain_agent, engine, tokenizer, episodes(spec, cfg.env.options, cfg.rollout), concurrency=4)
+    try:
+        for sampler, version in ((other, 0), (tiny, 1)):
+            groups, _ = backend.rollout(spec.tasks("train", 4, 0), 2, seed=version)
+            rows = [t for g in groups for t in g.trajectories]
+            assert all(t.infra_failure is None and len(t.turns) == 2 for t in rows)
+            for t in rows:
+                ids, mask, sampled = t.token_ids(), t.loss_mask(), t.sampled_logprobs()
+                at = [k for k in range(1, len(ids)) if mask[k]]
+                for model, equal in ((sampler, True), (tiny if sampler is other else other, False)):
+                    lps = _trainer_logprobs(model, ids, cfg.rollout.temperature)
+                    close = all(abs(lps[k - 1].item() - sampled[k]) < 1e-4 for k in at)
+                    assert close is equal
+            assert engine.version == version
+            engine.sync_weights()  # the trainer's weights (seed 0) to the server: version 1
+    finally:
+        backend.close()
+        server.stop()

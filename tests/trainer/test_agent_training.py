@@ -169,3 +169,46 @@ def test_proxy_episodes_end_at_the_recipe_budget_as_counted_truncations(tmp_path
         assert all("agent_reward" in r["reward_details"] for r in rows) and rl["trained_tokens"] > 0
     else:  # the verifier's scores (all 0 on a random model: no spread, nothing to train)
         assert all("agent_reward" not in r["reward_details"] and "correct" in r["reward_details"] for r in rows)
+
+
+def test_agent_episodes_produced_ahead_train_at_the_staleness_the_schedule_says(tmp_path):
+    """`rl.max_staleness: 1` with an async agent: each step's batch is produced by the producer's
+    thread while the previous step updates. Every call of batch s was sampled by the weights of step
+    s - 2 (version max(s - 2, 0)), as its replies said, so no batch mixes versions; the steps'
+    staleness is 0, 1, 1 and each trains."""
+    from agentic_rl.trainer.producer import BATCH_SEED_STRIDE
+    from tests.trainer import versioned_agent
+
+    versioned_agent.VERSIONS.clear()
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent.program=tests.trainer.versioned_agent:run_async",
+                                             "rl.max_staleness=1", "rl.steps=3", "sft.examples=0", "eval.baselines=false",
+                                             "eval.tasks_per_split=1", "rollout.max_new_tokens=8", f"output_dir={tmp_path}"])
+    _within(300, lambda: train(cfg))
+    rl = [s for s in (json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()) if s.get("stage") == "rl"]
+    assert [s["staleness"] for s in rl] == [0, 1, 1]
+    assert all(s["trained_tokens"] > 0 and s["infra_failure_frac"] == 0 for s in rl)
+    seen: dict[int, set[int]] = {}
+    for eid, versions in versioned_agent.VERSIONS.items():
+        if eid.startswith("s"):  # a step's episode (the evaluation's are eval...)
+            step = int(eid[1:].split("-")[0]) - cfg.rl.seed * BATCH_SEED_STRIDE
+            seen.setdefault(step, set()).update(versions)
+    assert seen == {1: {0}, 2: {0}, 3: {1}}
+
+
+@pytest.mark.slow
+def test_agent_episodes_on_our_managed_server_train_and_reach_its_new_weights(tmp_path):
+    """`rollout.engine.name: managed` (an `agentic-rl serve` child process) with the agent: the proxy
+    forwards every call to it, the replies of step s's episodes say version s - 1 (each sync reached
+    the server), every step trains, and the weight-sync probe held on every sync."""
+    from tests.trainer import versioned_agent
+
+    versioned_agent.VERSIONS.clear()
+    cfg = load_config("recipes/tiny.yaml", ["rollout.agent.program=tests.trainer.versioned_agent:run",
+                                             "rollout.engine.name=managed", "sft.examples=0", "eval.baselines=false",
+                                             "eval.tasks_per_split=1", "rollout.max_new_tokens=8", f"output_dir={tmp_path}"])
+    _within(600, lambda: train(cfg))
+    rl = [s for s in (json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()) if s.get("stage") == "rl"]
+    assert [s["step"] for s in rl] == [1, 2]
+    assert all(s["trained_tokens"] > 0 and s["infra_failure_frac"] == 0 and s["sync_probe_gap"] < 1e-3 for s in rl)
+    steps = {eid.split("-")[0]: set(v) for eid, v in versioned_agent.VERSIONS.items() if eid.startswith("s")}
+    assert sorted(map(frozenset, steps.values()), key=min) == [{0}, {1}]
