@@ -1,7 +1,8 @@
 """The rollout backend (`rollout/backends.py`) a run samples through, chosen once from the recipe:
-a class of the user's own (`rollout.backend`, docs/rollouts.md), an agent program through the
-recording proxy (`rollout.agent`), Ray workers (`rollout.workers`, for the RL steps: evaluation
-samples on this process's engine), or this process's engine.
+a class of the user's own (`rollout.backend`, docs/rollouts.md), Ray workers (`rollout.workers`, for
+the RL steps: evaluation samples on this process's engine; each worker runs the agent program when
+the recipe has one), an agent program through the recording proxy (`rollout.agent`), or this
+process's engine.
 
 Every backend is built from one `RolloutSetting`; the RL loop builds the steps' (`rl_loop.py`),
 the evaluation its own (`evaluate.py`).
@@ -55,9 +56,9 @@ def _agent(s: RolloutSetting) -> AgentRollouts:
 def backend_name(cfg: Config, evaluation: bool = False) -> str:
     """The built-in backend the recipe's `rollout` section names."""
     ro = cfg.rollout
-    if ro.agent.program:
-        return "agent"
-    return "workers" if ro.workers.count and not evaluation else "in_process"
+    if ro.workers.count and not evaluation:  # each worker runs the agent, if the recipe has one
+        return "workers"
+    return "agent" if ro.agent.program else "in_process"
 
 
 def make_rollouts(setting: RolloutSetting) -> Rollouts:

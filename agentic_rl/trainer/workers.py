@@ -8,6 +8,11 @@ with their token ids and logprobs, and the trainer scores them. Weights reach th
 version boundary through Ray's object store (one `ray.put` a sync, read by every worker), and every
 worker is probed (`engines/probe.py`) like the in-process engine.
 
+With an agent program (`rollout.agent`) each worker runs the agent's episodes of its tasks against a
+recording proxy of its own over its engine (`rollout/agents.py`), `rollout.agent.concurrency` at
+once on that worker; they come back scored (the agent's reward, else the env's verifier there), with
+their ids `w{index}s{seed}-t{i}-g{j}`.
+
 A worker that dies mid-rollout costs its own episodes (its tasks' whole groups): they come back as
 infrastructure failures (`worker`, trained on by nobody) and the step goes on with the others. Ray
 restarts the actor and the pool waits for it; a worker that does not hold the current version loads
@@ -33,7 +38,9 @@ from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import resolve_env
 from agentic_rl.failpoints import failpoint
 from agentic_rl.models import sharding
+from agentic_rl.registry import load_callable
 from agentic_rl.rewards.scoring import score_groups
+from agentic_rl.rollout.agents import AgentRollouts
 from agentic_rl.rollout.backends import Episodes, Progress
 from agentic_rl.rollout.loop import RolloutStats, rollout
 from agentic_rl.trainer.config import Config
@@ -65,6 +72,10 @@ class RolloutWorker:
         self.engine.version = -1  # no weights of the run's yet
         self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout,
                                  reward=cfg.reward, policy=cfg.model.name)
+        agent = cfg.rollout.agent
+        self.agents = AgentRollouts(load_callable(agent.program), self.engine, self.tokenizer, self.episodes,
+                                    agent.timeout_s, agent.concurrency, agent.history,
+                                    label=f"w{index}s") if agent.program else None
 
     def load(self, weights: Weights | None) -> int:
         """Hold `weights` (fetched and loaded unless this worker holds their version); its version."""
@@ -79,9 +90,12 @@ class RolloutWorker:
 
     def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None,
                 weights: Weights | None):
-        """The tasks' groups (unscored), sampled by `weights` (loaded first when this worker lacks them)."""
+        """The tasks' groups (unscored; an agent's scored), sampled by `weights` (loaded first when this
+        worker lacks them)."""
         self.load(weights)
         failpoint(f"worker{self.index}.rollout")  # tests kill a worker here, mid-step
+        if self.agents is not None:
+            return self.agents.rollout(tasks, group_size, seed, episode_seeds)
         ep = self.episodes
         groups, stats = rollout(self.engine, ep.make_env, tasks, group_size, ep.params, ep.budget,
                                 seed=seed if episode_seeds is None else episode_seeds)
@@ -123,6 +137,7 @@ class RolloutWorkers:
                                f"cluster may lack {cfg.rollout.workers.cpus:g} free CPUs for each "
                                "(rollout.workers.cpus); `ray status` shows what it has") from None
         self.episodes = episodes
+        self.scored = bool(cfg.rollout.agent.program)  # an agent's episodes come back scored by their worker
         self.restart_timeout_s = restart_timeout_s
         self.weights: Weights | None = None  # the last sync's (None: the workers' own start)
         self._down: set[int] = set()  # workers whose last call died: Ray restarts them
@@ -187,6 +202,8 @@ class RolloutWorkers:
                 out[k] = g
             parts.append(stats)
         stats = RolloutStats.total(parts, time.perf_counter() - start)
+        if self.scored:
+            return out, stats
         return score_groups(self.episodes.reward, out, self.episodes.budget.step_timeout_s), stats
 
     def _revive(self) -> None:

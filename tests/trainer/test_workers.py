@@ -277,3 +277,28 @@ def test_a_dry_run_starts_the_pool_and_probes_every_worker(cluster):
     cfg = load_config("recipes/tiny.yaml", ["rollout.workers.count=2", "rollout.workers.cpus=0.5"])
     [plan] = dry_run(cfg)
     assert plan["rollout_workers"] == 2 and len(set(plan["worker_pids"])) == 2 and plan["worker_probe_gap"] <= 1e-3
+
+
+@pytest.mark.slow
+def test_each_worker_runs_the_agent_against_its_own_proxy_and_its_episodes_train(cluster, tmp_path):
+    """`rollout.agent` with 2 Ray workers: every episode of a step ran in a worker's process (never
+    the trainer's), against that worker's proxy over its engine (ids `w{i}s...`), both workers
+    serving, each step's calls at the version the step samples (step s: s - 1, the syncs reached
+    every worker's proxy), and the episodes, scored by the agent's posted reward, trained."""
+    import shutil
+
+    from tests.trainer import worker_agent
+
+    shutil.rmtree(worker_agent.OUT, ignore_errors=True)
+    rows, trajectories = _train(tmp_path, "rollout.workers.count=2", "rollout.agent.program=tests.trainer.worker_agent:run",
+                                "rollout.max_new_tokens=8")
+    rl = [r for r in rows if r.get("stage") == "rl"]
+    assert [r["step"] for r in rl] == [1, 2]
+    assert all(r["trained_tokens"] > 0 and r["infra_failure_frac"] == 0 for r in rl)
+    assert len(trajectories) == 2 * 8
+    ran = {p.stem: json.loads(p.read_text()) for p in worker_agent.OUT.glob("w*.json")}
+    assert len(ran) == 2 * 8 and {eid[:2] for eid in ran} == {"w0", "w1"}
+    pids = {r["pid"] for r in ran.values()}
+    assert len(pids) == 2 and os.getpid() not in pids
+    by_step = sorted({frozenset(r["versions"]) for r in ran.values()}, key=min)
+    assert by_step == [{0}, {1}]
