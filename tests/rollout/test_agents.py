@@ -22,7 +22,7 @@ from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.episodes import episodes
 
 HANGS, DIES = 1, 2  # the task whose first episode hangs, and the one whose first episode raises
-DEADLINE_S = 1.5
+DEADLINE_S = 4.0  # wide: a loaded machine must not push a healthy episode past it
 
 
 class Watch:
@@ -108,13 +108,13 @@ def plain_agent(task: dict, base_url: str) -> float:
     return 0.5
 
 
-def _rollout(agent, tiny, tokenizer, concurrency: int):
+def _rollout(agent, tiny, tokenizer, concurrency: int, deadline_s: float = DEADLINE_S):
     global WATCH
     WATCH = Watch()
     cfg = load_config("recipes/tiny.yaml", ["rollout.max_new_tokens=4"])
     spec = get_env(cfg.env.name)
     backend = AgentRollouts(agent, HFEngine(tiny, tokenizer, precision="fp32"), tokenizer,
-                            episodes(spec, cfg.env.options, cfg.rollout), deadline_s=DEADLINE_S, concurrency=concurrency)
+                            episodes(spec, cfg.env.options, cfg.rollout), deadline_s=deadline_s, concurrency=concurrency)
     try:
         return backend.rollout(spec.tasks("train", 4, 0), 2, seed=0), WATCH
     finally:
@@ -128,7 +128,7 @@ def test_concurrent_agents_cost_only_the_hung_and_dead_episodes_and_record_exact
     (groups, stats), watch = _rollout(agent, tiny, tokenizer, concurrency=3)
     hung, dead = groups[HANGS].trajectories[0], groups[DIES].trajectories[0]
     assert stats.episodes == 8 and hung.infra_failure == dead.infra_failure == "agent"
-    assert "rollout.agent.timeout_s: 1.5s" in hung.error and "agent raised RuntimeError: the agent died" in dead.error
+    assert "rollout.agent.timeout_s: 4s" in hung.error and "agent raised RuntimeError: the agent died" in dead.error
     fine = [t for g in groups for t in g.trajectories if t not in (hung, dead)]
     assert len(fine) == 6 and all(t.infra_failure is None and t.reward == 0.5 and len(t.turns) == 2 for t in fine)
     for g, group in enumerate(groups):  # each episode's actions: exactly what its agent was returned
@@ -142,17 +142,18 @@ def test_concurrent_agents_cost_only_the_hung_and_dead_episodes_and_record_exact
     else:  # the same, besides the hung episode, which keeps its thread blocked once given up
         assert 3 <= watch.most <= 3 + 1
         assert len(watch.threads) <= 3 + 1  # a pool of 3 threads, one more in the hung one's place (not 8)
-    assert time.monotonic() - t0 < 3 * DEADLINE_S  # the hung episode's deadline, and little more
+    assert time.monotonic() - t0 < 2.5 * DEADLINE_S  # the hung episode's deadline, and little more
 
 
 def test_the_episodes_sample_the_same_tokens_whatever_the_concurrency(tiny, tokenizer):
     """Each call draws from a stream seeded by its episode and its place there: one episode at a time
     or all at once, batched differently by the engine, the recorded tokens are the same."""
-    alone = _rollout(sync_agent, tiny, tokenizer, concurrency=1)[0][0]
-    together = _rollout(async_agent, tiny, tokenizer, concurrency=8)[0][0]
+    alone = _rollout(plain_agent, tiny, tokenizer, concurrency=1, deadline_s=0)[0][0]
+    together = _rollout(plain_agent, tiny, tokenizer, concurrency=8, deadline_s=0)[0][0]
     tokens = [[[t.action_ids for t in e.turns] for e in g.trajectories] for g in alone]
+    assert all(len(e) == 2 for g in tokens for e in g)
     assert tokens == [[[t.action_ids for t in e.turns] for e in g.trajectories] for g in together]
-    assert len({tuple(e[0]) for g in tokens for e in g if e}) > 1  # the witness: the episodes differ
+    assert len({tuple(e[0]) for g in tokens for e in g}) > 1  # the witness: the episodes differ
 
 
 def test_the_proxy_in_front_of_a_served_engine_records_what_the_server_sampled(tiny, tokenizer):
