@@ -177,3 +177,23 @@ def test_three_grpo_steps_of_the_main_job_sampled_by_vllm(tmp_path):
     assert len(rl) == 3 and all(r["sync_probe_gap"] < TOL for r in rl), rl
     steps = [r for r in rows if r.get("stage") == "rl" and "infra_failure_frac" in r]
     assert len(steps) == 3 and all(r["infra_failure_frac"] == 0 and r["groups_sampled"] == 8 for r in steps)
+
+
+def test_agent_episodes_through_the_proxy_in_front_of_vllm_train(tmp_path):
+    """The recording proxy in front of a managed vLLM (docs/proxy.md): the agent's calls are sampled
+    by vLLM, the replies of step s at version s - 1 (each sync reached it), every step trains within
+    the probe's tolerance and no episode fails."""
+    from tests.trainer import versioned_agent
+
+    versioned_agent.VERSIONS.clear()
+    cfg = load_config("recipes/proxy_calculator.yaml", [
+        f"output_dir={tmp_path}", "rollout.engine.name=managed_vllm", f"rollout.engine.vllm_python={VLLM_PYTHON}",
+        "rollout.agent.program=tests.trainer.versioned_agent:run", "rollout.agent.concurrency=8", "rl.steps=2",
+        "rl.tasks.per_step=2", "sft.examples=0", "eval.tasks_per_split=2", "eval.baselines=false",
+        "log.progress=false", "log.tensorboard=false"])
+    train(cfg)
+    rl = [r for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if r.get("stage") == "rl"]
+    assert [r["step"] for r in rl] == [1, 2]
+    assert all(r["infra_failure_frac"] == 0 and r["sync_probe_gap"] < TOL for r in rl), rl
+    steps = {eid.split("-")[0]: set(v) for eid, v in versioned_agent.VERSIONS.items() if eid.startswith("s")}
+    assert sorted(map(frozenset, steps.values()), key=min) == [{0}, {1}]
