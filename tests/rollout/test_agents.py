@@ -22,7 +22,7 @@ from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.episodes import episodes
 
 HANGS, DIES = 1, 2  # the task whose first episode hangs, and the one whose first episode raises
-DEADLINE_S = 4.0  # wide: a loaded machine must not push a healthy episode past it
+DEADLINE_S = 12.0  # wide: at 4 s, healthy two-call episodes ran past it with both cores busy (seen)
 
 
 class Watch:
@@ -122,13 +122,13 @@ def _rollout(agent, tiny, tokenizer, concurrency: int, deadline_s: float = DEADL
         backend.close()
 
 
-@pytest.mark.parametrize("agent", [async_agent, sync_agent])
+@pytest.mark.parametrize("agent", [async_agent, pytest.param(sync_agent, marks=pytest.mark.slow)])
 def test_concurrent_agents_cost_only_the_hung_and_dead_episodes_and_record_exact_tokens(tiny, tokenizer, agent):
     t0 = time.monotonic()
     (groups, stats), watch = _rollout(agent, tiny, tokenizer, concurrency=3)
     hung, dead = groups[HANGS].trajectories[0], groups[DIES].trajectories[0]
     assert stats.episodes == 8 and hung.infra_failure == dead.infra_failure == "agent"
-    assert "rollout.agent.timeout_s: 4s" in hung.error and "agent raised RuntimeError: the agent died" in dead.error
+    assert f"rollout.agent.timeout_s: {DEADLINE_S:g}s" in hung.error and "agent raised RuntimeError: the agent died" in dead.error
     fine = [t for g in groups for t in g.trajectories if t not in (hung, dead)]
     assert len(fine) == 6 and all(t.infra_failure is None and t.reward == 0.5 and len(t.turns) == 2 for t in fine)
     for g, group in enumerate(groups):  # each episode's actions: exactly what its agent was returned
