@@ -65,7 +65,8 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     Position t holds log p(input_ids[:, t] | prefix, input_ids[:, :t]) where loss_mask is 1, and 0
     elsewhere: the vocabulary projection and softmax (a fifth of the model's compute and most of its
     activation memory at a 49k vocabulary) run only on the positions that are trained, in chunks
-    (`models/vocab.py`) unless the entropy needs a gradient or the full distribution is asked for.
+    (`models/vocab.py`: no (N, V) tensor past a few thousand positions) unless the full distribution
+    is asked for.
     The value at t comes from the same hidden state (the state before token t is sampled).
     """
     hidden = hidden_states(model, batch, shared)
@@ -73,8 +74,9 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     view = batch.packed if batch.packed is not None else batch  # the layout `hidden` is in
     ids, sel = view.input_ids[view.loss_mask.bool()], view.loss_mask.bool()
     logp = None
-    if not (entropy_grad or full) and type(head) is torch.nn.Linear and head.bias is None:
-        lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids, temperature)
+    if not full and type(head) is torch.nn.Linear and head.bias is None:
+        lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids, temperature,
+                                                 entropy_grad=entropy_grad and torch.is_grad_enabled())
     else:
         logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
         lp_N = logp.gather(-1, ids[:, None])[:, 0]
