@@ -1,30 +1,40 @@
-"""Memory guard: estimate what RL will hold before it starts, and stop with a clear message (and the
-knobs that shrink it) instead of being killed by the OOM killer an hour in.
+"""Memory guard: estimate what RL will hold before it starts, fit the run to the machine where it can
+(`plan_memory`), and otherwise stop with a clear message (and the knobs that shrink it) instead of
+being killed by the OOM killer an hour in.
 
 The estimate, in bytes, for P parameters (P_t of them trainable), vocabulary V, hidden size H and
 L layers, with the largest micro-batch (k = max(1, micro_batch_rows // G) groups, each a prompt of
-p tokens shared by its G rows; R = kG rows, each at most E generated tokens and O observation tokens):
+p tokens shared by its G rows; R = kG rows, each at most E generated tokens and O observation tokens;
+with a token bound on micro-batches, `rl.optim.micro_batch_tokens`, R is the rows that fit in it,
+at least one):
 
     weights 4P  +  gradients 4P_t  +  AdamW moments 8P_t
     +  a frozen reference 4P (KL on a full fine-tune)  +  a critic model 16P  +  the sampler's bf16 copy 2P
     +  4P per distillation teacher (an upper bound for LoRA-adapter teachers, which share one base)
     +  autocast's bf16 casts of the weights 2P (kept for the backward)  +  0.5 GiB for the runtime
     +  with checkpoint.async_save, the state copy a background write holds: 4P + 8P_t (+ 12P a critic model)
-    +  activations  (k*p + R*(E + O)) * L * 34H * 2  +  R*E * 4V  (12V with an entropy bonus or teachers)
+    +  the larger of the update's and the sampler's transient memory (both, when rollouts overlap the
+       update: rl.max_staleness > 0):
+       the update's activations  (k*p + R*(E + O)) * L * 34H * 2  +  the vocabulary term of R*E tokens
        (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
+       the sampler's KV cache  D * (p + E + O) * 2 * L * 2 H_kv * d * b  for D episodes decoding at once
+       (`rollout.max_concurrent`, else a step's tasks x G), H_kv key-value heads of width d, b bytes in
+       the sampler's dtype, doubled for the cache's spare capacity (`engines/kv_cache.py`)
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
 activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (each layer's fp32
 input) plus one layer's 34·H·2, recomputed in the backward, for the rows' own tokens; the shared
 prompt (one row) is not checkpointed. The prompt counts once: the trainer forwards a group's shared prefix
-once and repeats its KV cache (`models/forward.py`). Only sampled tokens are turned into logits,
-so the vocabulary term covers E tokens a row: the chunked projection keeps only the logits (at most
-4V bytes, 0.20 MB per token for SmolLM2-135M), the plain one (an entropy bonus, distillation) the
-logits, their log-softmax and its gradient in fp32 (12V, 0.59 MB); the layer term is 1.17 MB per
-token. p is measured on a training task; E is the whole generated-token budget and O allows 48
-tokens per tool turn, the worst case. The runtime allowance covers Python, torch and the allocator's slack (a process with
-torch and transformers imported holds 0.23 GiB). The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate
-(`memory_estimate` event) to compare.
+once and repeats its KV cache (`models/forward.py`). Only sampled tokens are turned into logits, so
+the vocabulary term covers E tokens a row: the chunked projection (`models/vocab.py`) keeps the logits,
+4V bytes a token at most (0.20 MB for SmolLM2-135M), up to `KEEP_LOGITS_BYTES`, and past that only
+one chunk's working set (CHUNK x 12V: the logits, their fp32 copy and the gradient); on-policy
+distillation's plain projection keeps the logits, their log-softmax and its gradient in fp32 (12V,
+0.59 MB a token). The layer term is 1.17 MB per token. p is measured on a training task; E is the whole
+generated-token budget and O allows 48 tokens per tool turn, the worst case. The runtime allowance
+covers Python, torch and the allocator's slack (a process with torch and transformers imported holds
+0.23 GiB). The run logs its measured peak (`mem_peak_rss_gb`) beside the estimate (`memory_estimate`
+event) to compare.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import resource
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -44,10 +54,13 @@ import torch
 from agentic_rl.errors import UserError
 from agentic_rl.models.device import device_of
 from agentic_rl.models.precision import inference_dtype
+from agentic_rl.models.vocab import CHUNK, KEEP_LOGITS_BYTES
 
 GB = 1024**3
 OBSERVATION_TOKENS = 48  # allowance per tool turn
 RUNTIME_BYTES = GB // 2
+KV_SPARE = 2  # a growable cache layer's capacity doubles when full: at most twice what it holds
+TRANSIENT = ("activations", "critic_activations", "teacher_logits", "sampler_kv")  # not held all the time
 
 
 class MemoryBudgetError(UserError, ValueError):
@@ -70,6 +83,9 @@ class RLShape:
     gradient_checkpointing: bool = False
     async_save: bool = False  # a background state write's host copy
     shards: int = 1  # ranks the policy is sharded over (model.parallel: fsdp): weights, gradients, moments split
+    micro_batch_tokens: int = 0  # a bound on a micro-batch's tokens (rl.optim.micro_batch_tokens); 0: by rows
+    decoding: int = 0  # episodes decoding at once, each with its KV cache; 0: not counted
+    overlapped: bool = False  # rollouts run while the update does (rl.max_staleness > 0)
 
 
 def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[str, float]:
@@ -80,11 +96,9 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
     # checkpointed: each layer's fp32 input kept, one layer's activations live at a time
     hidden = conf.num_hidden_layers * 4 * conf.hidden_size + 34 * conf.hidden_size * 2 \
         if shape.gradient_checkpointing else full
-    groups = max(1, shape.micro_batch_rows // shape.group_size)  # small groups share a micro-batch
-    rows = groups * shape.group_size
+    groups, rows = micro_batch_rows(shape, prompt_tokens)
     generated = rows * shape.max_episode_tokens  # the tokens turned into logits
-    body = micro_batch_tokens(shape.group_size, shape.micro_batch_rows, shape.max_episode_tokens, shape.max_turns,
-                              prompt_tokens) - groups * prompt_tokens
+    body = rows * row_tokens(shape.max_episode_tokens, shape.max_turns)
     dtype = inference_dtype(shape.precision, device_of(model))  # the sampler's and autocast's
     S = shape.shards
     parts = {
@@ -102,11 +116,42 @@ def estimate_rl_bytes(model, shape: RLShape, prompt_tokens: int = 512) -> dict[s
         # the copy an asynchronous state write holds while training goes on: weights and moments
         "state_copy": (4 * P + 8 * P_t + (12 * P if shape.critic_model else 0)) if shape.async_save else 0,
         # the shared prompt runs un-checkpointed (one row), the rows' own tokens as configured
-        "activations": groups * prompt_tokens * full + body * hidden + generated * vocab_bytes(shape) * conf.vocab_size,
+        "activations": groups * prompt_tokens * full + body * hidden + vocab_term(generated, conf.vocab_size, shape),
         "critic_activations": (groups * prompt_tokens + body) * full if shape.critic_model else 0,
         "teacher_logits": generated * 4 * conf.vocab_size if shape.teachers else 0,
+        "sampler_kv": shape.decoding * (prompt_tokens + row_tokens(shape.max_episode_tokens, shape.max_turns))
+        * kv_bytes_per_token(conf, dtype) * KV_SPARE,
     }
     return {k: float(v) for k, v in parts.items()}
+
+
+def peak_bytes(parts: dict[str, float], shape: RLShape) -> float:
+    """What the run holds at its peak: everything held throughout, and the larger of the update's
+    transient memory and the sampler's KV cache (their sum when rollouts overlap the update)."""
+    update = sum(parts.get(k, 0.0) for k in TRANSIENT[:-1])
+    kv = parts.get("sampler_kv", 0.0)
+    held = sum(v for k, v in parts.items() if k not in TRANSIENT)
+    return held + (update + kv if shape.overlapped else max(update, kv))
+
+
+def row_tokens(max_episode_tokens: int, max_turns: int = 1) -> int:
+    """A row's own tokens at most: its generated-token budget and its observations."""
+    return max_episode_tokens + OBSERVATION_TOKENS * (max_turns - 1)
+
+
+def micro_batch_rows(shape: RLShape, prompt_tokens: int) -> tuple[int, int]:
+    """(groups, rows) of the largest micro-batch: whole groups up to `micro_batch_rows`, or, with a
+    token bound, the rows that fit in it (at least one; the update cuts a larger group into parts
+    of rows, each forwarding the prompt)."""
+    G = shape.group_size
+    groups = max(1, shape.micro_batch_rows // G)  # small groups share a micro-batch
+    rows = groups * G
+    if shape.micro_batch_tokens:
+        fit = (shape.micro_batch_tokens - prompt_tokens) // row_tokens(shape.max_episode_tokens, shape.max_turns)
+        if fit < rows:
+            rows = max(1, fit)
+            groups = max(1, rows // G)
+    return groups, rows
 
 
 def micro_batch_tokens(group_size: int, micro_batch_rows: int, max_episode_tokens: int, max_turns: int = 1,
@@ -116,14 +161,22 @@ def micro_batch_tokens(group_size: int, micro_batch_rows: int, max_episode_token
     micro-batches up to this many tokens (`rl.optim.micro_batch_tokens: 0`), so it holds no more."""
     groups = max(1, micro_batch_rows // group_size)
     rows = groups * group_size
-    return groups * prompt_tokens + rows * (max_episode_tokens + OBSERVATION_TOKENS * (max_turns - 1))
+    return groups * prompt_tokens + rows * row_tokens(max_episode_tokens, max_turns)
 
 
-def vocab_bytes(shape: RLShape) -> int:
-    """Bytes per vocabulary entry a trained token holds until the backward pass: the kept logits of the
-    chunked projection (`models/vocab.py`), 4 (fp32, the larger case); 12 (the logits, log-softmax
-    and its gradient in fp32) on the plain path an entropy bonus or on-policy distillation takes."""
-    return 12 if shape.full_vocab else 4
+def kv_bytes_per_token(conf, dtype: torch.dtype) -> int:
+    """A token's keys and values over every layer, in `dtype`."""
+    heads = getattr(conf, "num_key_value_heads", None) or conf.num_attention_heads
+    head_dim = getattr(conf, "head_dim", None) or conf.hidden_size // conf.num_attention_heads
+    return 2 * conf.num_hidden_layers * heads * head_dim * torch.finfo(dtype).bits // 8
+
+
+def vocab_term(tokens: int, vocab: int, shape: RLShape) -> int:
+    """Bytes the vocabulary projection of `tokens` trained tokens holds until the backward pass."""
+    if shape.full_vocab:
+        return tokens * 12 * vocab
+    kept = tokens * 4 * vocab  # fp32, the larger case
+    return kept if kept <= KEEP_LOGITS_BYTES else CHUNK * 12 * vocab
 
 
 def available_bytes(device: torch.device | None = None) -> float | None:
@@ -229,7 +282,7 @@ def check_memory(model, shape: RLShape, prompt_tokens: int = 512, available: flo
     """The estimate in GiB (with what is available); raises MemoryBudgetError when it does not fit
     (unless not `enforce`: model.memory_check false)."""
     parts = estimate_rl_bytes(model, shape, prompt_tokens)
-    total = sum(parts.values())
+    total = peak_bytes(parts, shape)
     available = available_bytes(device_of(model)) if available is None else available
     report = {f"mem_{k}_gb": round(v / GB, 3) for k, v in parts.items() if v}
     report["mem_estimate_gb"] = round(total / GB, 3)
@@ -243,3 +296,36 @@ def check_memory(model, shape: RLShape, prompt_tokens: int = 512, available: flo
             "rollout.max_episode_tokens, train LoRA (model.lora_rank), or set model.memory_check: false "
             "to try anyway.")
     return report
+
+
+def plan_memory(model, shape: RLShape, prompt_tokens: int, available: float | None) -> tuple[RLShape, dict]:
+    """The run fitted to `available` bytes when its estimate exceeds them (`model.memory_plan`), each
+    step only if the one before does not suffice: (1) gradient checkpointing on; (2) a token bound on
+    micro-batches (`rl.optim.micro_batch_tokens`), the most rows of a group that fit, one at least;
+    (3) fewer episodes decoding at once (`rollout.max_concurrent`), whole groups where one fits.
+    Returns the shape and the recipe values that make it ({} when it fits as it is, or no memory is
+    known); what still does not fit is `check_memory`'s to refuse."""
+    def fits(s: RLShape) -> bool:
+        return peak_bytes(estimate_rl_bytes(model, s, prompt_tokens), s) <= available
+
+    if available is None or fits(shape):
+        return shape, {}
+    values: dict = {}
+    if not shape.gradient_checkpointing:
+        shape, values["model.gradient_checkpointing"] = replace(shape, gradient_checkpointing=True), True
+        if fits(shape):
+            return shape, values
+    _, rows = micro_batch_rows(shape, prompt_tokens)
+    own = row_tokens(shape.max_episode_tokens, shape.max_turns)
+    if not fits(replace(shape, decoding=0, overlapped=False)):  # the update alone does not fit
+        for r in range(rows - 1, 0, -1):
+            trial = replace(shape, micro_batch_tokens=prompt_tokens + r * own)
+            if fits(replace(trial, decoding=0, overlapped=False)) or r == 1:
+                shape, values["rl.optim.micro_batch_tokens"] = trial, trial.micro_batch_tokens
+                break
+    for d in range(shape.decoding - 1 if not fits(shape) else 0, 0, -1):
+        if fits(replace(shape, decoding=d)) or d == 1:
+            d = d - d % shape.group_size if d >= shape.group_size else d  # whole groups share a prefill
+            shape, values["rollout.max_concurrent"] = replace(shape, decoding=d), d
+            break
+    return shape, values

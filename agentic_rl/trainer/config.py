@@ -34,6 +34,10 @@ class ModelConfig:
     lora_alpha: int = 32
     threads: int = 0  # torch threads; 0 = auto: the cores other processes leave idle at the start (models/threads.py)
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
+    # before RL, when the estimate exceeds what is available: gradient checkpointing on, then a token
+    # bound on micro-batches, then fewer episodes decoding at once, until it fits (`models/memory.py`'s
+    # plan_memory; the memory_estimate event's mem_plan names what changed)
+    memory_plan: bool = True
     release_memory: bool = True  # after each RL step, malloc's free pages go back to the system (malloc_trim)
     # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,
     # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)
@@ -117,8 +121,9 @@ class OptimConfig:
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
     pack: bool = False  # forward each micro-batch padding-free, its rows back to back (`trainer/batching.py`)
-    # packed: whole groups fill a micro-batch up to this many tokens; 0 = the tokens the memory
-    # estimate holds for its largest micro-batch (`models/memory.py`'s `micro_batch_tokens`)
+    # no micro-batch holds more tokens than this: a larger group is cut into parts of its rows (each
+    # forwarding the prompt); packed, whole groups fill a micro-batch up to it. 0 = packed: the tokens
+    # the memory estimate holds for its largest micro-batch (`models/memory.py`), padded: no bound
     micro_batch_tokens: int = 0
 
 

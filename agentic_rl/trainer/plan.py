@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.models.device import device_of
-from agentic_rl.models.memory import check_memory
 from agentic_rl.trainer.checks import check_config
-from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.config import Config, with_values
 from agentic_rl.trainer.distributed import DataParallel, init_world
 from agentic_rl.trainer.loop import prepare
-from agentic_rl.trainer.rl_loop import memory_shape, prompt_tokens, sync_probe
+from agentic_rl.trainer.rl_loop import fit_memory, prompt_tokens, sync_probe
 
 
 def dry_run(cfg: Config) -> list[dict]:
@@ -23,8 +22,9 @@ def dry_run(cfg: Config) -> list[dict]:
     check_config(cfg)
     world = init_world(cfg.model.device)
     model, tokenizer, spec = prepare(cfg)
-    memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
-                          enforce=False)
+    # the plan the run would make (`model.memory_plan`), reported, never refused
+    memory = fit_memory(with_values(cfg, {"model.memory_check": False}), model,
+                        prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer))[1]
     plan = {"rank": world.rank, "world_size": world.size, "device": str(device_of(model)),
             "parameters_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
             "parallel": cfg.model.parallel if world.size > 1 else "none", "rollout_engine": cfg.rollout.engine.name,

@@ -23,8 +23,9 @@ from agentic_rl.envs.formats import bos_text
 from agentic_rl.envs.spec import EnvSpec
 from agentic_rl.models import sharding
 from agentic_rl.models.device import device_of
+from agentic_rl.models.loader import enable_gradient_checkpointing
 from agentic_rl.models.lora import is_lora
-from agentic_rl.models.memory import RLShape, check_memory
+from agentic_rl.models.memory import RLShape, available_bytes, check_memory, plan_memory
 from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.hacking import HackingMonitor
 from agentic_rl.monitor.logger import MetricsLogger
@@ -60,8 +61,8 @@ def run_rl(shared: Run, saved: SavedState | None = None) -> None:
     model, tokenizer, engine, spec, cfg = shared.model, shared.tokenizer, shared.engine, shared.spec, shared.cfg
     logger, store, progress = shared.logger, shared.store, shared.progress
     # before the optimizer, the reference and the critic exist
-    memory = check_memory(model, memory_shape(cfg, model), prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer),
-                          enforce=cfg.model.memory_check)
+    cfg, memory = fit_memory(cfg, model, prompt_tokens(spec, cfg.env.options, cfg.rl.seed, tokenizer))
+    shared.cfg = cfg
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
     try:
         in_flight = {}
@@ -114,14 +115,32 @@ def rl_pool(spec: EnvSpec, tasks: TaskConfig, steps: int, seed: int) -> list:
 
 
 def memory_shape(cfg: Config, model) -> RLShape:
-    """What the memory estimate needs to know of the run (`models/memory.py`)."""
+    """What the memory estimate needs to know of the run (`models/memory.py`). The sampler's KV cache
+    counts when this process samples (the embedded engine, no Ray workers, no agent program)."""
     rl, ro = cfg.rl, cfg.rollout
+    here = ro.engine.name == "embedded" and not ro.workers.count and not ro.agent.program and not ro.backend
     return RLShape(rl.tasks.group_size, rl.optim.micro_batch_rows, ro.max_episode_tokens, ro.max_turns,
                    cfg.model.precision, reference=rl.algorithm.kl_coef > 0 and not is_lora(model),
                    critic_model=rl.critic.kind == "model", teachers=len(cfg.distill.teachers),
-                   full_vocab=rl.algorithm.entropy_coef > 0 or bool(cfg.distill.teachers or cfg.distill.privileged),
+                   full_vocab=bool(cfg.distill.teachers or cfg.distill.privileged),
                    gradient_checkpointing=cfg.model.gradient_checkpointing, async_save=cfg.checkpoint.async_save,
-                   shards=world().size if cfg.model.parallel == "fsdp" else 1)
+                   shards=world().size if cfg.model.parallel == "fsdp" else 1,
+                   micro_batch_tokens=rl.optim.micro_batch_tokens,
+                   decoding=(ro.max_concurrent or rl.tasks.per_step * rl.tasks.group_size) if here else 0,
+                   overlapped=rl.max_staleness > 0)
+
+
+def fit_memory(cfg: Config, model, prompt: int, available: float | None = None) -> tuple[Config, dict]:
+    """The recipe fitted to the machine's memory (`model.memory_plan`: `models/memory.py`'s
+    plan_memory; gradient checkpointing turned on in `model` if the plan says so) and the checked
+    estimate, with `mem_plan` naming what the plan changed."""
+    available = available_bytes(device_of(model)) if available is None else available
+    values = plan_memory(model, memory_shape(cfg, model), prompt, available)[1] if cfg.model.memory_plan else {}
+    if values.get("model.gradient_checkpointing"):
+        enable_gradient_checkpointing(model)
+    cfg = with_values(cfg, values)
+    memory = check_memory(model, memory_shape(cfg, model), prompt, available, enforce=cfg.model.memory_check)
+    return cfg, {**memory, **({"mem_plan": values} if values else {})}
 
 
 def _setup(model, tokenizer, engine, spec: EnvSpec, cfg: Config, logger: MetricsLogger):

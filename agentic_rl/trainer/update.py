@@ -303,12 +303,40 @@ def _route(loss: Loss):
 
 
 def _micro_batches(work: Sequence[GroupWork], loss: Loss, optim: OptimConfig) -> list[list[GroupWork]]:
-    """This rank's groups as micro-batches: by rows, a ragged group cut in two (padded); by tokens (packed)."""
+    """This rank's groups as micro-batches: by rows, a ragged group cut in two (padded); by tokens
+    (packed). With a token bound no micro-batch holds more: a group past it is cut into parts."""
+    bound = optim.micro_batch_tokens
     if not optim.pack:
-        return split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
+        micros = split_ragged(micro_batches(work, optim.micro_batch_rows, _route(loss)))
+        out = []
+        for m in micros:
+            if not bound or sum(map(group_tokens, m)) <= bound:
+                out.append(m)
+            else:
+                out += [[part] for w in m for part in within_tokens(w, bound)]
+        return out
     G = max((len(w.group.trajectories) for w in work), default=1)
-    budget = optim.micro_batch_tokens or micro_batch_tokens(G, optim.micro_batch_rows, loss.max_len)
-    return micro_batches(work, budget, _route(loss), size=group_tokens)
+    budget = bound or micro_batch_tokens(G, optim.micro_batch_rows, loss.max_len)
+    return micro_batches([p for w in work for p in within_tokens(w, budget)], budget, _route(loss), size=group_tokens)
+
+
+def within_tokens(w: GroupWork, bound: int) -> list[GroupWork]:
+    """`w` as consecutive parts of its rows, each at most `bound` tokens as `group_tokens` counts them
+    (the prompt once, each row's own tokens), one row at least: a long episode's group is forwarded
+    a few rows at a time. Each part forwards the prompt; the loss is a sum over rows with the
+    minibatch's normalizer, so the gradient is the group's."""
+    if group_tokens(w) <= bound:
+        return [w]
+    ids = [t.token_ids() for t in w.group.trajectories]
+    p = common_prefix_len(ids, [t.loss_mask() for t in w.group.trajectories])
+    parts, used = [[]], p
+    for i, row in enumerate(ids):
+        if parts[-1] and used + len(row) - p > bound:
+            parts.append([])
+            used = p
+        parts[-1].append(i)
+        used += len(row) - p
+    return [_subgroup(w, idx) for idx in parts]
 
 
 def group_tokens(w: GroupWork) -> int:

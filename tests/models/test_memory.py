@@ -6,10 +6,22 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
 
-from agentic_rl.models.memory import GB, MemoryBudgetError, check_memory, estimate_rl_bytes
+from agentic_rl.models import vocab
+from agentic_rl.models.memory import (
+    GB,
+    MemoryBudgetError,
+    check_memory,
+    estimate_rl_bytes,
+    kv_bytes_per_token,
+    peak_bytes,
+    plan_memory,
+)
 from agentic_rl.trainer.config import load_config
 from agentic_rl.trainer.rl_loop import memory_shape
 
@@ -77,8 +89,8 @@ def test_the_shared_prompt_counts_once_and_only_sampled_tokens_get_logits(tiny):
     assert act(512) - base == 512 * layer
     longer = f"rollout.max_episode_tokens={E + 1}"
     assert act(0, longer) - base == 4 * (layer + 4 * conf.vocab_size)
-    bonus = "rl.algorithm.entropy_coef=0.01"
-    assert act(0, bonus, longer) - act(0, bonus) == 4 * (layer + 12 * conf.vocab_size)
+    bonus = "rl.algorithm.entropy_coef=0.01"  # chunked too: its gradient needs no (N, V) tensor
+    assert act(0, bonus, longer) - act(0, bonus) == 4 * (layer + 4 * conf.vocab_size)
     # two groups, two prompts (they share only the system prompt)
     two = "rl.optim.micro_batch_rows=8"
     assert act(512, two) - act(0, two) == 2 * 512 * layer
@@ -116,6 +128,108 @@ def test_checkpointing_keeps_only_layer_inputs_of_the_rows(tiny):
     assert plain == generated * (L * 34 * H * 2 + 4 * V)
     assert ckpt(0) == generated * (L * 4 * H + 34 * H * 2 + 4 * V)
     assert ckpt(10) - ckpt(0) == 10 * L * 34 * H * 2
+
+
+def test_past_the_kept_logits_the_vocabulary_term_is_one_chunk(tiny):
+    """Up to KEEP_LOGITS_BYTES the projection keeps N * 4V bytes of logits; past it the backward
+    recomputes them and one chunk's CHUNK * 12V is all it holds, whatever N (a group of 2 rows of
+    E tokens: N = 2E)."""
+    V = tiny.config.vocab_size
+    act = lambda E: estimate_rl_bytes(tiny, shape(tiny, "rl.tasks.group_size=2", "rl.optim.micro_batch_rows=1",  # noqa: E731
+                                                  "rollout.max_turns=1", f"rollout.max_episode_tokens={E}"), 0)["activations"]
+    layer = tiny.config.num_hidden_layers * 34 * tiny.config.hidden_size * 2
+    small = vocab.KEEP_LOGITS_BYTES // (4 * V) // 2
+    assert act(small) == 2 * small * (layer + 4 * V)
+    assert act(small + 1) == 2 * (small + 1) * layer + vocab.CHUNK * 12 * V
+    assert act(4 * small) == 8 * small * layer + vocab.CHUNK * 12 * V
+
+
+def test_the_sampler_kv_cache_counts_the_episodes_decoding_at_once(tiny):
+    """2 (keys, values) x L x H_kv x d x 4 bytes (fp32 here) a token, for every episode decoding at once
+    (a step's tasks x G, or rollout.max_concurrent), each at most its prompt + E + O tokens, doubled for
+    the cache's spare capacity; none when an agent program samples. It is the rollout's memory, not the
+    update's: the larger of the two counts, both when rollouts overlap the update (max_staleness > 0)."""
+    conf = tiny.config
+    per_token = 2 * conf.num_hidden_layers * conf.num_key_value_heads * (conf.hidden_size // conf.num_attention_heads) * 4
+    assert kv_bytes_per_token(conf, torch.float32) == per_token
+    cfg = load_config("recipes/tiny.yaml")
+    row = 100 + cfg.rollout.max_episode_tokens + 48 * (cfg.rollout.max_turns - 1)
+    whole = estimate_rl_bytes(tiny, shape(tiny), 100)["sampler_kv"]
+    assert whole == cfg.rl.tasks.per_step * cfg.rl.tasks.group_size * row * per_token * 2
+    assert estimate_rl_bytes(tiny, shape(tiny, "rollout.max_concurrent=2"), 100)["sampler_kv"] == 2 * row * per_token * 2
+    assert estimate_rl_bytes(tiny, shape(tiny, "rollout.agent.program=x:y"), 100)["sampler_kv"] == 0
+    parts = {"weights": 10.0, "activations": 5.0, "sampler_kv": 7.0}
+    assert peak_bytes(parts, shape(tiny)) == 17.0 and peak_bytes(parts, shape(tiny, "rl.max_staleness=1")) == 22.0
+
+
+def _smollm2():
+    """SmolLM2-135M's architecture (its config.json), no weights: what the estimate reads."""
+    conf = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
+                       tie_word_embeddings=True)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(conf)
+
+
+def test_a_16k_token_episode_of_smollm2_fits_in_24_gib_by_the_plan():
+    """SmolLM2-135M, two groups of 16 episodes of 16k generated tokens over 32 turns, full fine-tune,
+    bf16: as configured it needs far more than 24 GiB (16 rows of 16k tokens through 30 layers, 300
+    GiB); the plan turns on checkpointing (1.9 GiB a row then), bounds micro-batches to the rows that
+    fit, and the sampler to one group at a time (the 32 episodes' caches, 25 GiB, do not fit): the
+    estimate then fits, and each step was needed."""
+    model = _smollm2()
+    run = shape(model, "model.precision=bf16", "rl.tasks.group_size=16", "rl.tasks.per_step=2",
+                "rollout.max_episode_tokens=16384", "rollout.max_turns=32")
+    budget = 24 * GB
+    before = peak_bytes(estimate_rl_bytes(model, run, 512), run)
+    planned, values = plan_memory(model, run, 512, budget)
+    after = peak_bytes(estimate_rl_bytes(model, planned, 512), planned)
+    assert before > 2 * budget and after <= budget
+    assert values["model.gradient_checkpointing"] is True and planned.gradient_checkpointing
+    assert 0 < values["rl.optim.micro_batch_tokens"] < 16 * 16384
+    assert values["rollout.max_concurrent"] == 16
+    assert check_memory(model, planned, 512, available=budget)["mem_estimate_gb"] <= 24
+    # one row alone, checkpointed: its activations and its chunked logits
+    one = replace(planned, micro_batch_tokens=512 + 16384 + 48 * 31, decoding=0)
+    assert estimate_rl_bytes(model, one, 512)["activations"] < 3 * GB
+
+
+def test_the_plan_changes_nothing_that_fits_and_stops_at_one_row(tiny):
+    """A run that fits is left as it is; one that fits only with checkpointing gets just that; with
+    too little memory for even one row the plan ends at one row (and check_memory refuses)."""
+    run = shape(tiny)
+    need = peak_bytes(estimate_rl_bytes(tiny, run, 512), run)
+    assert plan_memory(tiny, run, 512, need) == (run, {})
+    assert plan_memory(tiny, run, 512, None) == (run, {})
+    ckpt = replace(run, gradient_checkpointing=True)
+    assert plan_memory(tiny, run, 512, peak_bytes(estimate_rl_bytes(tiny, ckpt, 512), ckpt))[1] == {
+        "model.gradient_checkpointing": True}
+    planned, values = plan_memory(tiny, run, 512, 1.0)
+    assert values["rollout.max_concurrent"] == 1 and planned.decoding == 1
+    assert values["rl.optim.micro_batch_tokens"] == 512 + 48 + 48 * 2  # the prompt and one row
+    with pytest.raises(MemoryBudgetError):
+        check_memory(tiny, planned, 512, available=1.0)
+
+
+def test_the_run_takes_the_plan_and_checkpoints_its_model(tokenizer):
+    """`fit_memory` (what the RL stage runs first): the planned values in the recipe, checkpointing
+    turned on in the model's layers, the plan in the estimate's report; `model.memory_plan: false`
+    leaves the recipe and the model as they were."""
+    from agentic_rl.models.loader import tiny_model
+    from agentic_rl.trainer.rl_loop import fit_memory
+
+    cfg = load_config("recipes/tiny.yaml")
+    model = tiny_model(tokenizer)
+    ckpt = memory_shape(load_config("recipes/tiny.yaml", ["model.gradient_checkpointing=true"]), model)
+    enough = peak_bytes(estimate_rl_bytes(model, ckpt, 100), ckpt)
+    off, report = fit_memory(load_config("recipes/tiny.yaml", ["model.memory_plan=false", "model.memory_check=false"]),
+                             model, 100, enough)
+    assert not off.model.gradient_checkpointing and "mem_plan" not in report
+    assert not any(getattr(layer, "gradient_checkpointing", False) for layer in model.model.layers)
+    fitted, report = fit_memory(cfg, model, 100, enough)
+    assert fitted.model.gradient_checkpointing and report["mem_plan"] == {"model.gradient_checkpointing": True}
+    assert all(layer.gradient_checkpointing for layer in model.model.layers)
+    assert report["mem_estimate_gb"] <= enough / GB + 1e-3
 
 
 # A fresh process allocates 256 MiB as 4096 tensors of 64 KiB (below glibc's 128 KiB mmap threshold,

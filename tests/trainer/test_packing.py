@@ -14,7 +14,7 @@ from agentic_rl.models.loader import enable_gradient_checkpointing, tiny_model
 from agentic_rl.models.memory import micro_batch_tokens
 from agentic_rl.trainer.batching import make_batch
 from agentic_rl.trainer.config import load_config
-from agentic_rl.trainer.update import GroupWork, group_tokens, micro_batches
+from agentic_rl.trainer.update import GroupWork, group_tokens, micro_batches, within_tokens
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup, Turn
 from tests.helpers import update
 from tests.models.test_forward import _restarted_rows
@@ -199,3 +199,32 @@ def test_micro_batches_by_tokens_keep_groups_whole(make_group):
     assert ids(micro_batches(work, 133, size=group_tokens)) == [[0, 1], [2], [3], [4]]
     assert ids(micro_batches(work, 40, size=group_tokens)) == [[0], [1], [2], [3], [4]]
     assert micro_batch_tokens(4, 8, 1024) == 2 * 512 + 8 * 1024
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_token_bound_cuts_a_long_group_into_parts_and_keeps_the_update(tokenizer, with_questions, monkeypatch, pack):
+    """`rl.optim.micro_batch_tokens` below one group's tokens: the group is forwarded a few rows at a
+    time (each part its prompt once and its rows' own tokens, within the bound, one row at least),
+    padded or packed, and the update is the one of whole groups: the loss is a sum over rows with the
+    minibatch's normalizer. Fails with a part's rows counted twice or dropped (the parts' rows are
+    asserted to be the group's, in order)."""
+    from agentic_rl.trainer import update as update_module
+
+    groups = _groups(with_questions)
+    w = GroupWork(groups[0], list(range(4)))
+    sizes = [len(t.token_ids()) for t in groups[0].trajectories]
+    bound = max(sizes) // 2  # the longest rows alone, the others a few together
+    parts = within_tokens(w, bound)
+    assert len(parts) > 1 and all(group_tokens(p) <= bound or len(p.group.trajectories) == 1 for p in parts)
+    assert [a for p in parts for a in p.advantages] == list(range(4))
+    assert within_tokens(w, group_tokens(w)) == [w]
+    seen, real = [], update_module._micro_batches
+    spy = lambda *a: seen.append(real(*a)) or seen[-1]  # noqa: E731
+    monkeypatch.setattr(update_module, "_micro_batches", spy)
+    whole = _update_grads(tokenizer, groups, ["rl.optim.micro_batch_rows=4", f"rl.optim.pack={pack}",
+                                              f"rl.optim.micro_batch_tokens={10**6}"])
+    cut = _update_grads(tokenizer, groups, ["rl.optim.micro_batch_rows=4", f"rl.optim.pack={pack}",
+                                            f"rl.optim.micro_batch_tokens={bound}"])
+    assert len(seen[1]) > len(seen[0])
+    assert all(sum(map(group_tokens, m)) <= bound or sum(len(g.group.trajectories) for g in m) == 1 for m in seen[1])
+    _assert_close_to_scale(cut, whole, rel=1e-4)
