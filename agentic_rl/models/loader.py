@@ -7,6 +7,15 @@
 - a local directory holding a Hugging Face model (a checkpoint of ours included);
 - a hub id (needs network; never used by tests or recipes);
 - ``tiny``: a few-M-parameter Llama built from a config with the real SmolLM2 tokenizer, for tests.
+
+Positions past the model's context (`max_position_embeddings`, 8,192 for SmolLM2) take a static RoPE
+scaling (`model.rope_scaling`, `scale_positions`): ``yarn`` (YaRN, Peng et al. 2023: the
+high-frequency dimensions untouched, the low ones interpolated, the attention temperature raised)
+or ``linear`` (position interpolation, Chen et al. 2023: every position divided by the factor). The
+context grows by the factor; the scaling is saved in every checkpoint's config, so a server loading
+one applies it too. ``dynamic`` (NTK scaling recomputed from the current length) is refused: a
+sampler decoding token by token rotates each key at the length it had then, a training forward at
+the whole row's, so the trainer's logprobs would not be the sampler's.
 """
 
 from __future__ import annotations
@@ -15,13 +24,15 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel
 
-from agentic_rl.errors import UserFileError
+from agentic_rl.errors import ConfigError, UserFileError
 from agentic_rl.models.chat_template import install_chat_template
 from agentic_rl.models.device import resolve_device
 
@@ -84,7 +95,26 @@ def smollm2_dir() -> Path:
     return target
 
 
-def tiny_model(tokenizer, config: TinyConfig = TinyConfig(), seed: int = 0) -> PreTrainedModel:
+STATIC_ROPE = ("yarn", "linear")
+
+
+def scale_positions(config, scaling: Mapping[str, Any]) -> None:
+    """`config` with its RoPE scaled by `scaling` (`{"rope_type": "yarn", "factor": 2.0}`; more keys of
+    transformers' rope parameters pass through): its context `factor` times longer. {}: unchanged."""
+    if not scaling:
+        return
+    kind, factor = scaling.get("rope_type"), scaling.get("factor")
+    if kind not in STATIC_ROPE or not isinstance(factor, (int, float)) or factor <= 1:
+        raise ConfigError(f"model.rope_scaling: rope_type one of {', '.join(STATIC_ROPE)} and a factor > 1, not "
+                          f"{dict(scaling)} (dynamic scaling would give the sampler and the trainer other positions)")
+    original = config.max_position_embeddings
+    config.rope_parameters = {**config.rope_parameters, "original_max_position_embeddings": original,
+                              **scaling, "factor": float(factor)}
+    config.max_position_embeddings = int(original * factor)
+
+
+def tiny_model(tokenizer, config: TinyConfig = TinyConfig(), seed: int = 0,
+               rope_scaling: Mapping[str, Any] | None = None) -> PreTrainedModel:
     torch.manual_seed(seed)
     llama = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -99,6 +129,7 @@ def tiny_model(tokenizer, config: TinyConfig = TinyConfig(), seed: int = 0) -> P
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    scale_positions(llama, rope_scaling or {})
     return AutoModelForCausalLM.from_config(llama, dtype=torch.float32)
 
 
@@ -125,14 +156,17 @@ def load_tokenizer(name: str):
     return tokenizer
 
 
-def load_model(name: str, seed: int = 0, device: str | torch.device = "auto"):
+def load_model(name: str, seed: int = 0, device: str | torch.device = "auto",
+               rope_scaling: Mapping[str, Any] | None = None):
     """(model, tokenizer) in fp32, eval mode, on `device` (`models/device.py`: "auto" = CUDA when
     present). Mixed precision is applied by autocast, not by casting."""
     tokenizer = load_tokenizer(name)
     if name == "tiny":
-        model = tiny_model(tokenizer, seed=seed)
+        model = tiny_model(tokenizer, seed=seed, rope_scaling=rope_scaling)
     else:
-        model = AutoModelForCausalLM.from_pretrained(resolve_source(name), dtype=torch.float32)
+        config = AutoConfig.from_pretrained(resolve_source(name))
+        scale_positions(config, rope_scaling or {})
+        model = AutoModelForCausalLM.from_pretrained(resolve_source(name), config=config, dtype=torch.float32)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.to(resolve_device(device) if isinstance(device, str) else device)
     model.eval()

@@ -43,6 +43,9 @@ class ModelConfig:
     # gradients and optimizer state sharded over the ranks; full fine-tune, no critic, no rollback)
     parallel: Literal["ddp", "fsdp"] = "ddp"
     gradient_checkpointing: bool = False  # recompute layer activations in the backward: less memory, one more forward of compute
+    # positions past the model's context: a static RoPE scaling, {rope_type: yarn | linear, factor: F}, the
+    # context F times longer (`models/loader.py`); {} = the model's own
+    rope_scaling: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

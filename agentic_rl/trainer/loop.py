@@ -185,7 +185,8 @@ def prepare(cfg: Config):
     seed_everything(cfg.seed)
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
-    model, tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
+    model, tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device,
+                                  rope_scaling=cfg.model.rope_scaling)
     if cfg.model.gradient_checkpointing:
         enable_gradient_checkpointing(model)
     if cfg.model.lora_rank:

@@ -67,7 +67,8 @@ class RolloutWorker:
 
         torch.set_num_threads(max(1, int(cfg.rollout.workers.cpus)))
         self.cfg, self.index = cfg, index
-        model, self.tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device)
+        model, self.tokenizer = load_model(cfg.model.name, seed=cfg.seed, device=cfg.model.device,
+                                           rope_scaling=cfg.model.rope_scaling)
         self.engine = HFEngine(model, self.tokenizer, cfg.model.precision)
         self.engine.version = -1  # no weights of the run's yet
         self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout,
