@@ -17,9 +17,10 @@ at least one):
        update: rl.max_staleness > 0):
        the update's activations  (k*p + R*(E + O)) * L * 34H * 2  +  the vocabulary term of R*E tokens
        (+ the same layer term again for a critic model's own pass; + R*E * 4V for the teachers' logits)
-       the sampler's KV cache  D * (p + E + O) * 2 * L * 2 H_kv * d * b  for D episodes decoding at once
+       the sampler's KV cache  D * (p + E + O) * 2 * L * H_kv * d * b * KV_SPARE  for D episodes decoding at once
        (`rollout.max_concurrent`, else a step's tasks x G), H_kv key-value heads of width d, b bytes in
-       the sampler's dtype, doubled for the cache's spare capacity (`engines/kv_cache.py`)
+       the sampler's dtype, times KV_SPARE = 3: a buffer's capacity doubles when full, on a width that
+       keeps up to a quarter of padding columns before they are dropped (`engines/kv_cache.py`, `hf.py`)
 
 The layer term is Korthikanti et al. (2022)'s 34·H bytes per token per layer for 16-bit
 activations, doubled for fp32; with `model.gradient_checkpointing` it is L·4H (each layer's fp32
@@ -59,7 +60,7 @@ from agentic_rl.models.vocab import CHUNK, KEEP_LOGITS_BYTES
 GB = 1024**3
 OBSERVATION_TOKENS = 48  # allowance per tool turn
 RUNTIME_BYTES = GB // 2
-KV_SPARE = 2  # a growable cache layer's capacity doubles when full: at most twice what it holds
+KV_SPARE = 3  # capacity doubles when full (2x), on a width with up to a quarter of padding columns (4/3)
 TRANSIENT = ("activations", "critic_activations", "teacher_logits", "sampler_kv")  # not held all the time
 
 

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from agentic_rl.models import vocab
 from agentic_rl.models.memory import (
     GB,
+    KV_SPARE,
     MemoryBudgetError,
     check_memory,
     estimate_rl_bytes,
@@ -146,8 +147,8 @@ def test_past_the_kept_logits_the_vocabulary_term_is_one_chunk(tiny):
 
 def test_the_sampler_kv_cache_counts_the_episodes_decoding_at_once(tiny):
     """2 (keys, values) x L x H_kv x d x 4 bytes (fp32 here) a token, for every episode decoding at once
-    (a step's tasks x G, or rollout.max_concurrent), each at most its prompt + E + O tokens, doubled for
-    the cache's spare capacity; none when an agent program samples. It is the rollout's memory, not the
+    (a step's tasks x G, or rollout.max_concurrent), each at most its prompt + E + O tokens, times KV_SPARE
+    for the cache's spare capacity and padding; none when an agent program samples. It is the rollout's memory, not the
     update's: the larger of the two counts, both when rollouts overlap the update (max_staleness > 0)."""
     conf = tiny.config
     per_token = 2 * conf.num_hidden_layers * conf.num_key_value_heads * (conf.hidden_size // conf.num_attention_heads) * 4
@@ -155,8 +156,8 @@ def test_the_sampler_kv_cache_counts_the_episodes_decoding_at_once(tiny):
     cfg = load_config("recipes/tiny.yaml")
     row = 100 + cfg.rollout.max_episode_tokens + 48 * (cfg.rollout.max_turns - 1)
     whole = estimate_rl_bytes(tiny, shape(tiny), 100)["sampler_kv"]
-    assert whole == cfg.rl.tasks.per_step * cfg.rl.tasks.group_size * row * per_token * 2
-    assert estimate_rl_bytes(tiny, shape(tiny, "rollout.max_concurrent=2"), 100)["sampler_kv"] == 2 * row * per_token * 2
+    assert whole == cfg.rl.tasks.per_step * cfg.rl.tasks.group_size * row * per_token * KV_SPARE
+    assert estimate_rl_bytes(tiny, shape(tiny, "rollout.max_concurrent=2"), 100)["sampler_kv"] == 2 * row * per_token * KV_SPARE
     assert estimate_rl_bytes(tiny, shape(tiny, "rollout.agent.program=x:y"), 100)["sampler_kv"] == 0
     parts = {"weights": 10.0, "activations": 5.0, "sampler_kv": 7.0}
     assert peak_bytes(parts, shape(tiny)) == 17.0 and peak_bytes(parts, shape(tiny, "rl.max_staleness=1")) == 22.0
