@@ -114,7 +114,7 @@ def run_point(p: Point) -> dict:
     budget = Budget(p.turns, per_turn, p.tokens, max_concurrent=cfg.rollout.max_concurrent)
     tasks = [Task(str(i), f"What is {i + 6} x 7?", str((i + 6) * 7)) for i in range(p.tasks)]
     t0 = time.perf_counter()
-    groups, stats = rollout(engine, tokenizer, LongEnv, tasks, p.group, params, budget, seed=0)
+    groups, stats = rollout(engine, LongEnv, tasks, p.group, params, budget, seed=0)
     rollout_s = time.perf_counter() - t0
     batch = UpdateBatch(RolloutBatch(tuple(groups), engine.version), compute_credit(groups, cfg.rl.algorithm))
     metrics = rl_update(model, optimizer, batch, build_loss(cfg, model), cfg.rl.optim, tokenizer.pad_token_id).metrics
