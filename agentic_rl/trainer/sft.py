@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from agentic_rl.models.precision import autocast
 from agentic_rl.rollout.demos import demonstrate
 from agentic_rl.rollout.sft_data import load_sft_file
 from agentic_rl.trainer.batching import make_batch, make_packed_batch, pack
-from agentic_rl.trainer.config import ConfigError, SFTConfig
+from agentic_rl.trainer.config import SFTConfig
 from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.state import SavedState
 from agentic_rl.types import Trajectory
@@ -130,20 +131,23 @@ def sft_trajectories(spec: EnvSpec, s: SFTConfig, options: dict, tokenizer) -> l
     return [demonstrate(spec, options, t, tokenizer)[1] for t in tasks]
 
 
-def check_fits_rollout(data: Sequence[Trajectory], ro) -> None:
-    """SFT teaches the actions the rollout will sample: one longer than `rollout.max_new_tokens`, or
-    an episode past `rollout.max_turns` or `rollout.max_episode_tokens`, would be cut in every RL
-    episode and every evaluation (a tool call cut before its closing tag is no call). Refused at the
-    start, naming the value that fits all of the data."""
+def cut_by_rollout(data: Sequence[Trajectory], ro) -> list[str]:
+    """What of the SFT data the rollout would cut, one line a budget (empty: all of it fits). SFT
+    teaches the actions the rollout will sample: one longer than `rollout.max_new_tokens`, or an
+    episode past `rollout.max_turns` or `rollout.max_episode_tokens`, is cut in every RL episode and
+    every evaluation (a tool call cut before its closing tag is no call). Each line names the value
+    that fits all of the data."""
     limits = {"max_new_tokens": lambda t: max((len(x.action_ids) for x in t.turns if x.trained), default=0),
               "max_turns": lambda t: len(t.turns), "max_episode_tokens": lambda t: t.num_generated}
+    out = []
     for key, size in limits.items():
         sizes = [size(t) for t in data]
         over = sum(n > getattr(ro, key) for n in sizes)
         if over:
-            raise ConfigError(f"rollout.{key} is {getattr(ro, key)}, but {over} of the {len(data)} SFT examples "
-                              f"need more (at most {max(sizes)}): the rollout would cut what SFT teaches; "
-                              f"set rollout.{key}: {max(sizes)} or more")
+            out.append(f"rollout.{key} is {getattr(ro, key)}, but {over} of the {len(data)} SFT examples need more "
+                       f"(at most {max(sizes)}): the rollout will cut what SFT teaches; set rollout.{key}: "
+                       f"{max(sizes)} or more")
+    return out
 
 
 def run_sft(shared: Run, saved: SavedState | None = None) -> list[float]:
@@ -154,7 +158,9 @@ def run_sft(shared: Run, saved: SavedState | None = None) -> list[float]:
     logger, store, progress = shared.logger, shared.store, shared.progress
     s = cfg.sft
     data = sft_trajectories(spec, s, cfg.env.options, tokenizer)
-    check_fits_rollout(data, cfg.rollout)
+    for line in cut_by_rollout(data, cfg.rollout):  # a warning: a smoke recipe may cut on purpose
+        warnings.warn(line, stacklevel=1)
+        logger.log({"step": 0, "stage": "event", "event": "sft_cut_by_rollout", "warning": line})
     cut = int(len(data) * s.heldout)
     held, train_data = data[:cut], data[cut:]
     total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))
