@@ -146,3 +146,20 @@ def test_a_repository_test_command_and_its_log_parser(tmp_path):
     host = subprocess.run([sys.executable, "-m", "unittest", "-v", "tests.test_calc"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60).stderr
     assert parse_unittest(host) == run.results
+
+
+def test_shell_commands_run_in_the_copy_and_the_snapshot_reads_it_back():
+    """A shell harness's commands (mini-swe-agent's): a fresh bash in the repository's root each time,
+    its edits seen by the next command, by the tests and by `snapshot`; a command past its time is
+    killed with its children, and nothing of the host's filesystem is in view."""
+    with RepoSession(_repo("def test_a():\n    assert add(1, 1) == 2\n")) as s:
+        run = s.shell("pwd && ls calc && sed -i 's/a + b/a - b/' calc/__init__.py && echo oops >&2; exit 3")
+        assert (run.returncode, run.status) == (3, "ok") and run.output == "/repo\n__init__.py\noops\n"
+        assert s.read("calc/__init__.py")["lines"][1] == "    return a - b"
+        assert s.run_tests(["tests/test_calc.py::test_a"]).results["tests/test_calc.py::test_a"]["outcome"] == "failed"
+        s.shell("printf '\\377' > blob.bin && mkdir -p new && echo x > new/f.txt")
+        assert s.snapshot() == {**_repo("def test_a():\n    assert add(1, 1) == 2\n"), "calc/__init__.py": CALC.replace("+", "-"),
+                                "blob.bin": b"\xff", "new/f.txt": "x\n"}
+        slow = s.shell("(sleep 60 &) ; sleep 60", timeout_s=1)
+        assert slow.status == "timeout" and slow.seconds < 5
+        assert s.shell("ls /root /home /work 2>&1; cat /etc/passwd 2>&1 | head -1").output.count("No such file") == 4

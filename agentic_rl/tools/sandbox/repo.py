@@ -73,6 +73,16 @@ class TestRun:
         return self.results.get(node, {}).get("outcome") in PASSING
 
 
+@dataclass(frozen=True)
+class ShellRun:
+    """One shell command: its output (stdout and stderr), exit code, and "ok" or "timeout"."""
+
+    output: str
+    returncode: int
+    status: str = "ok"
+    seconds: float = 0.0
+
+
 # ----------------------------------------------------------------------------- log parsers
 def parse_pytest(output: str) -> dict[str, dict]:
     """pytest's `-rA` summary lines: `PASSED tests/test_x.py::test_y` (SWE-bench's pytest parser)."""
@@ -156,6 +166,21 @@ class RepoSession:
         reply = self._op({"op": "edit", "path": path, "old": old, "new": new})
         self._edits.append((path, old, new))
         return reply
+
+    def shell(self, command: str, timeout_s: float | None = None) -> ShellRun:
+        """`command` run by bash in the repository's root, inside the sandbox (a fresh shell each time:
+        no state but the files carries over). A worker rebuilt after a crash replays only `edit`s."""
+        box = self.config.sandbox
+        timeout = box.timeout_s if timeout_s is None else timeout_s
+        req = {"op": "shell", "command": command, "timeout_s": timeout, "python_path": list(self.python_path),
+               "max_output": box.max_output_chars}
+        reply = self._op(req, timeout + 10.0)
+        return ShellRun(reply["output"], reply["returncode"], reply["status"], reply["seconds"])
+
+    def snapshot(self) -> dict[str, str | bytes]:
+        """The repository's files as they are now: {path: text, or bytes when not UTF-8}."""
+        files = self._op({"op": "snapshot"})["files"]
+        return {p: base64.b64decode(v["b64"]) if isinstance(v, dict) else v for p, v in files.items()}
 
     def run_tests(self, selectors: Sequence[str] = ()) -> TestRun:
         box = self.config.sandbox

@@ -189,6 +189,45 @@ def op_test(req: dict) -> dict:
     return {"results": lines, "status": status, "output": output, "seconds": round(time.monotonic() - start, 3)}
 
 
+def op_shell(req: dict) -> dict:
+    """A shell command in the repository (`bash -c`, a fresh shell each time), its stdout and stderr
+    together; every process it left is killed after it, as after a test run."""
+    out_path = os.path.join(PRIVATE, "shell.txt")
+    start = time.monotonic()
+    with open(out_path, "wb") as out:
+        try:
+            proc = subprocess.Popen(["/bin/bash", "-c", req["command"]], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, env=_test_env(req),
+                                    preexec_fn=lambda: _child_limits(req["timeout_s"]))
+        except OSError as e:
+            return {"output": "", "returncode": -1, "status": f"could not start: {e}", "seconds": 0.0}
+        try:
+            code, status = proc.wait(timeout=req["timeout_s"]), "ok"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code, status = proc.wait(), "timeout"
+    _kill_others()
+    with open(out_path, "rb") as f:
+        output = f.read(req.get("max_output", 100_000)).decode("utf-8", "replace")
+    return {"output": output, "returncode": code, "status": status, "seconds": round(time.monotonic() - start, 3)}
+
+
+def op_snapshot(req: dict) -> dict:
+    """Every file of the repository now (text, or {"b64": ...} when it is not UTF-8)."""
+    files = {}
+    for rel in _walk(ROOT):
+        full = os.path.join(ROOT, rel)
+        if os.path.islink(full) or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            data = f.read()
+        try:
+            files[rel] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            files[rel] = {"b64": base64.b64encode(data).decode("ascii")}
+    return {"files": files}
+
+
 def _test_env(req: dict) -> dict:
     path = ":".join(os.path.join(ROOT, p) for p in req.get("python_path", ["."]))
     return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path,
@@ -257,7 +296,8 @@ def _kill_others() -> None:
         time.sleep(0.01)
 
 
-OPS = {"setup": op_setup, "list": op_list, "read": op_read, "search": op_search, "edit": op_edit, "test": op_test}
+OPS = {"setup": op_setup, "list": op_list, "read": op_read, "search": op_search, "edit": op_edit, "test": op_test,
+       "shell": op_shell, "snapshot": op_snapshot}
 
 
 def _undumpable() -> None:
