@@ -153,6 +153,7 @@ def test_shell_commands_run_in_the_copy_and_the_snapshot_reads_it_back():
     its edits seen by the next command, by the tests and by `snapshot`; a command past its time is
     killed with its children, and nothing of the host's filesystem is in view."""
     with RepoSession(_repo("def test_a():\n    assert add(1, 1) == 2\n")) as s:
+        assert s.shell("echo $PAGER $HOME", env={"PAGER": "cat", "HOME": "/x"}).output == "cat /tmp\n"  # ours win
         run = s.shell("pwd && ls calc && sed -i 's/a + b/a - b/' calc/__init__.py && echo oops >&2; exit 3")
         assert (run.returncode, run.status) == (3, "ok") and run.output == "/repo\n__init__.py\noops\n"
         assert s.read("calc/__init__.py")["lines"][1] == "    return a - b"

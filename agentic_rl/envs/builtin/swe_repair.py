@@ -244,6 +244,13 @@ def patched_files(inst: data.Instance, trajectory: Trajectory) -> dict[str, str 
     return {p: v for p, v in out.items() if v != files[p] and not inst.is_test_file(p)}
 
 
+def changed_files(inst: data.Instance, files: Mapping[str, str | bytes]) -> dict[str, str | bytes]:
+    """The non-test files of a workspace (`RepoSession.snapshot`) that differ from the instance's or
+    are new: the patch of an agent that edits by other means than the edit tool (a shell)."""
+    start = inst.files()
+    return {p: v for p, v in files.items() if start.get(p) != v and not inst.is_test_file(p)}
+
+
 @dataclasses.dataclass(frozen=True)
 class RepoTestsReward:
     """1 when the patch makes every FAIL_TO_PASS pass and keeps every PASS_TO_PASS passing; else
@@ -259,9 +266,12 @@ class RepoTestsReward:
             raise ValueError(f"partial_weight {self.partial_weight} must be in [0, 1): a partial fix must score below a fix")
 
     def __call__(self, task: Task, trajectory: Trajectory) -> Score:
+        return self.score_patch(task, patched_files(data.instance_of(task), trajectory))
+
+    def score_patch(self, task: Task, changed: Mapping[str, str | bytes]) -> Score:
+        """The score of `changed` (the patch's non-test files, `patched_files` or `changed_files`)."""
         start = time.perf_counter()
         inst = data.instance_of(task)
-        changed = patched_files(inst, trajectory)
         if not changed:
             return Score(0.0, {"correct": 0.0, "resolved": 0.0, "f2p_fixed": 0.0, "p2p_kept": 1.0, "edited": 0.0,
                                "sandbox_s": 0.0})

@@ -167,13 +167,14 @@ class RepoSession:
         self._edits.append((path, old, new))
         return reply
 
-    def shell(self, command: str, timeout_s: float | None = None) -> ShellRun:
+    def shell(self, command: str, timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> ShellRun:
         """`command` run by bash in the repository's root, inside the sandbox (a fresh shell each time:
-        no state but the files carries over). A worker rebuilt after a crash replays only `edit`s."""
+        no state but the files carries over), with `env` over the sandbox's variables. A worker rebuilt
+        after a crash replays only `edit`s."""
         box = self.config.sandbox
         timeout = box.timeout_s if timeout_s is None else timeout_s
         req = {"op": "shell", "command": command, "timeout_s": timeout, "python_path": list(self.python_path),
-               "max_output": box.max_output_chars}
+               "max_output": box.max_output_chars, "env": dict(env or {})}
         reply = self._op(req, timeout + 10.0)
         return ShellRun(reply["output"], reply["returncode"], reply["status"], reply["seconds"])
 

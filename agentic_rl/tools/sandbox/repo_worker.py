@@ -197,7 +197,7 @@ def op_shell(req: dict) -> dict:
     with open(out_path, "wb") as out:
         try:
             proc = subprocess.Popen(["/bin/bash", "-c", req["command"]], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, env=_test_env(req),
+                                    stderr=subprocess.STDOUT, start_new_session=True, env={**req.get("env", {}), **_test_env(req)},
                                     preexec_fn=lambda: _child_limits(req["timeout_s"]))
         except OSError as e:
             return {"output": "", "returncode": -1, "status": f"could not start: {e}", "seconds": 0.0}
