@@ -20,7 +20,7 @@ import re
 
 from smolagents import CodeAgent, OpenAIServerModel
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
-from smolagents.utils import AgentError
+from smolagents.utils import AgentError, AgentGenerationError
 
 from agentic_rl.tools.sandbox import PythonSession, SandboxConfig
 
@@ -74,7 +74,10 @@ def run(task: dict, base_url: str) -> float:
     model = OpenAIServerModel(model_id="policy", api_base=base_url, api_key="unused", client_kwargs={"max_retries": 0},
                               flatten_messages_as_text=True)  # content as a string: the server takes no content parts
     with CodeAgent(tools=[], model=model, executor=SandboxExecutor(), max_steps=MAX_STEPS) as agent:
-        answer = agent.run(task["prompt"])
+        try:
+            answer = agent.run(task["prompt"])
+        except AgentGenerationError:  # the model could not answer (the proxy refused a call past the budget)
+            return 0.0
     return float(_number(answer) == _number(task["answer"]))
 
 
