@@ -4,7 +4,8 @@ the observation and format-error templates), as its Python-bindings example runs
 and the environment are ours.
 
 - The model: mini-swe-agent's model protocol over the OpenAI SDK, at the recording proxy. Its
-  shipped models go through litellm; this one is its text-based model (`LitellmTextbasedModel`:
+  shipped models go through litellm, whose import fetches a price list over the network (retrying
+  for seconds on a machine without one); this one is its text-based model (`LitellmTextbasedModel`:
   one bash block a reply, parsed and formatted by mini-swe-agent's own helpers) on `openai.OpenAI`.
 - The environment: each shell command runs in agentic-rl's sandbox on the episode's own copy of
   the instance's repository (`RepoSession.shell`: bubblewrap, no network, a fresh bash in the
