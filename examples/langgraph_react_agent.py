@@ -5,6 +5,9 @@ Trained with `rollout.agent.program: examples/langgraph_react_agent.py:run` on a
 (docs/proxy.md, Harnesses). `run(task, base_url)` builds the prebuilt ReAct graph over `ChatOpenAI`
 with the calculator bound as its tool, lets it run until the model stops calling the tool, and
 returns None: the env's verifier scores the last reply (`<answer>...</answer>`).
+
+LangGraph 1.x marks `create_react_agent` as moved to `langchain.agents.create_agent` (the same loop,
+in the `langchain` package); the prebuilt one needs only `langgraph`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-from smolagents import CodeAgent, OpenAIServerModel
+from smolagents import CodeAgent, LogLevel, OpenAIServerModel
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
 from smolagents.utils import AgentError, AgentGenerationError
 
@@ -73,7 +73,9 @@ class SandboxExecutor(PythonExecutor):
 def run(task: dict, base_url: str) -> float:
     model = OpenAIServerModel(model_id="policy", api_base=base_url, api_key="unused", client_kwargs={"max_retries": 0},
                               flatten_messages_as_text=True)  # content as a string: the server takes no content parts
-    with CodeAgent(tools=[], model=model, executor=SandboxExecutor(), max_steps=MAX_STEPS) as agent:
+    # quiet: a step's episodes run at once, and their consoles would interleave
+    with CodeAgent(tools=[], model=model, executor=SandboxExecutor(), max_steps=MAX_STEPS,
+                   verbosity_level=LogLevel.OFF) as agent:
         try:
             answer = agent.run(task["prompt"])
         except AgentGenerationError:  # the model could not answer (the proxy refused a call past the budget)
