@@ -5,9 +5,9 @@ both rewards, so every episode's sampled tokens train."""
 
 from __future__ import annotations
 
-import httpx
+import importlib
 
-from examples import agents_sdk_agent, langgraph_react_agent, mini_swe_agent, smolagents_code_agent
+import httpx
 
 
 def _post_alternating_reward(base_url: str) -> None:
@@ -16,21 +16,16 @@ def _post_alternating_reward(base_url: str) -> None:
     httpx.post(episode + "/reward", json={"reward": float(index % 2 == 0)}).raise_for_status()
 
 
-def langgraph(task: dict, base_url: str) -> None:
-    langgraph_react_agent.run(task, base_url)
-    _post_alternating_reward(base_url)
+def _scored(example: str):
+    """`examples/{example}.py`'s run, then the alternating reward (imported when called: each
+    example needs its own framework, and a test skips when that one is missing)."""
+    def run(task: dict, base_url: str) -> None:
+        importlib.import_module(f"examples.{example}").run(task, base_url)
+        _post_alternating_reward(base_url)
+    return run
 
 
-def agents_sdk(task: dict, base_url: str) -> None:
-    agents_sdk_agent.run(task, base_url)
-    _post_alternating_reward(base_url)
-
-
-def smolagents(task: dict, base_url: str) -> None:
-    smolagents_code_agent.run(task, base_url)
-    _post_alternating_reward(base_url)
-
-
-def mini_swe(task: dict, base_url: str) -> None:
-    mini_swe_agent.run(task, base_url)
-    _post_alternating_reward(base_url)
+langgraph = _scored("langgraph_react_agent")
+agents_sdk = _scored("agents_sdk_agent")
+smolagents = _scored("smolagents_code_agent")
+mini_swe = _scored("mini_swe_agent")
