@@ -3,9 +3,9 @@ model provider of your own; only the client's base URL points at the recording p
 
 Trained with `rollout.agent.program: examples/agents_sdk_agent.py:run` on a calculator env
 (docs/proxy.md, Harnesses). `run(task, base_url)` runs the agent on the problem and returns None:
-the env's verifier scores the last reply (`<answer>...</answer>`). The model talks chat completions
-(`OpenAIChatCompletionsModel`); `API = "responses"` switches it to the Responses API
-(`OpenAIResponsesModel`, `POST /v1/responses`), the SDK's default, for a server that serves it.
+the env's verifier scores the last reply (`<answer>...</answer>`). `run` talks the Responses API
+(`OpenAIResponsesModel`, `POST /v1/responses`), the SDK's default; `run_chat` the same agent
+through chat completions (`OpenAIChatCompletionsModel`).
 Tracing is off: it would upload each run to OpenAI.
 """
 
@@ -28,7 +28,6 @@ from agentic_rl.tools.calculator import calculator as evaluate  # the env's own 
 
 INSTRUCTIONS = ("You solve arithmetic word problems. Call the calculator tool for the arithmetic, then give the "
                 "final answer as a number inside <answer></answer> tags.")
-API = "chat_completions"  # or "responses"
 MODELS = {"chat_completions": OpenAIChatCompletionsModel, "responses": OpenAIResponsesModel}
 MAX_TURNS = 4
 
@@ -45,10 +44,10 @@ def calculator(expression: str) -> str:
     return evaluate(expression)
 
 
-async def solve(problem: str, base_url: str) -> str | None:
+async def solve(problem: str, base_url: str, api: str) -> str | None:
     client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
     agent = Agent(name="Calculator", instructions=INSTRUCTIONS, tools=[calculator],
-                  model=MODELS[API](model="policy", openai_client=client))
+                  model=MODELS[api](model="policy", openai_client=client))
     try:
         result = await Runner.run(agent, problem, max_turns=MAX_TURNS)
     except MaxTurnsExceeded:
@@ -59,4 +58,10 @@ async def solve(problem: str, base_url: str) -> str | None:
 
 
 def run(task: dict, base_url: str) -> None:
-    asyncio.run(solve(task["prompt"], base_url))  # a thread of its own per episode, so a loop of its own
+    """The SDK's default model: the Responses API."""
+    asyncio.run(solve(task["prompt"], base_url, "responses"))  # a thread of its own per episode, so a loop of its own
+
+
+def run_chat(task: dict, base_url: str) -> None:
+    """The same agent through chat completions."""
+    asyncio.run(solve(task["prompt"], base_url, "chat_completions"))

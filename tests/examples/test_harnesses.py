@@ -63,10 +63,12 @@ def assert_exact(trajectory, tokenizer, script, contexts: int = 1):
         assert reply.startswith(turn.action_text.removesuffix(EOT)) or turn.action_text.startswith(reply)
 
 
-@pytest.mark.parametrize("program", ["examples/langgraph_react_agent.py:run", "examples/agents_sdk_agent.py:run"])
+@pytest.mark.parametrize("program", ["examples/langgraph_react_agent.py:run", "examples/agents_sdk_agent.py:run",
+                                     "examples/agents_sdk_agent.py:run_chat"])
 def test_tool_calling_harnesses_are_one_merged_trajectory_scored_by_the_verifier(program, tokenizer):
-    """LangGraph and the Agents SDK send the reply's tool call back as it came (their own JSON, their
-    own call ids) with the tool's result: the second call extends the first, one trajectory of two
+    """LangGraph and the Agents SDK (through the Responses API, its default, and through chat
+    completions) send the reply's tool call back as it came (their own JSON, their own call ids) with
+    the tool's result: the second call extends the first, one trajectory of two
     turns; the env's verifier scores the final `<answer>` right (1.0)."""
     pytest.importorskip("langgraph" if "langgraph" in program else "agents")
     trajectory, script = rollout(program, "calculator", calculator_replies, tokenizer)
@@ -78,8 +80,10 @@ def test_tool_calling_harnesses_are_one_merged_trajectory_scored_by_the_verifier
 
 def test_smolagents_code_runs_in_the_sandbox_and_the_episode_is_one_trajectory(tokenizer):
     """The CodeAgent's action is Python run by the sandboxed executor (a path of the host is not
-    there); `final_answer` ends the run with the computed number, the example's reward 1.0. A reply
-    that ends at its closing `</code>` is kept as written, so the two calls merge."""
+    there); `final_answer` ends the run with the computed number, the example's reward 1.0. The
+    server honours smolagents' stop `</code>` (the reply comes back without it); smolagents strips the
+    reply and appends `</code>` to what it keeps, which is not the sampled text, so the second call
+    starts a new context: two contexts, each exact."""
     pytest.importorskip("smolagents")
 
     def replies(task):
@@ -87,7 +91,7 @@ def test_smolagents_code_runs_in_the_sandbox_and_the_episode_is_one_trajectory(t
                 f"seen = os.path.exists({__file__!r})\nprint('host visible:', seen)\n</code>",
                 f"Thought: done.\n<code>\nfinal_answer({task.answer} if not seen else -1)\n</code>"]
     trajectory, script = rollout("examples/smolagents_code_agent.py:run", "calculator", replies, tokenizer)
-    assert_exact(trajectory, tokenizer, script)
+    assert_exact(trajectory, tokenizer, script, contexts=2)
     assert script.calls == 2 and trajectory.reward == 1.0
     assert "host visible: False" in tokenizer.decode(trajectory.turns[1].obs_ids)
 
