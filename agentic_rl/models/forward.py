@@ -24,7 +24,7 @@ from transformers import DynamicCache
 from agentic_rl.models.attention import segment_attention, training_attention
 from agentic_rl.models.device import device_of
 from agentic_rl.models.kv import cache_kwarg, output_cache
-from agentic_rl.models.vocab import chunked_token_logprobs
+from agentic_rl.models.vocab import chunked_token_logprobs, keeps_logits
 from agentic_rl.types import Batch, Trajectory
 
 
@@ -74,9 +74,11 @@ def policy_forward(model, batch: Batch, temperature: float = 1.0, entropy_grad: 
     view = batch.packed if batch.packed is not None else batch  # the layout `hidden` is in
     ids, sel = view.input_ids[view.loss_mask.bool()], view.loss_mask.bool()
     logp = None
-    if not full and type(head) is torch.nn.Linear and head.bias is None:
+    grad_h = entropy_grad and torch.is_grad_enabled()
+    plain = entropy_grad and keeps_logits(int(sel.sum()), head.weight.shape[0], head.weight.dtype)  # small: as it was
+    if not (full or plain) and type(head) is torch.nn.Linear and head.bias is None:
         lp_N, entropy_N = chunked_token_logprobs(hidden[sel], head.weight, ids, temperature,
-                                                 entropy_grad=entropy_grad and torch.is_grad_enabled())
+                                                 entropy_grad=grad_h)
     else:
         logp = torch.log_softmax(head(hidden[sel]).float() / temperature, dim=-1)  # (N, V), N trained tokens
         lp_N = logp.gather(-1, ids[:, None])[:, 0]

@@ -160,7 +160,6 @@ def run_sft(shared: Run, saved: SavedState | None = None) -> list[float]:
     data = sft_trajectories(spec, s, cfg.env.options, tokenizer)
     for line in cut_by_rollout(data, cfg.rollout):  # a warning: a smoke recipe may cut on purpose
         warnings.warn(line, stacklevel=1)
-        logger.log({"step": 0, "stage": "event", "event": "sft_cut_by_rollout", "warning": line})
     cut = int(len(data) * s.heldout)
     held, train_data = data[:cut], data[cut:]
     total = s.epochs * -(-len(train_data) // (s.batch_size * s.grad_accum))

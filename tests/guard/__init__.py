@@ -45,8 +45,8 @@ _TINY = ["model.precision=fp32", "model.threads=1", *_QUIET]
 # agent program through the recording proxy rewards the parity of its first reply's token ids
 # (`tests/trainer/scored_agent.py`), and its clip range and MIS band (1e-6: the fp32 sampler-trainer
 # rounding gap) are narrow enough that tokens are clipped and masked; its agents run one at a time
-# (concurrent agents' requests are batched as they arrive, and the batch's shape moves the float
-# results). The calculator case is the real model with real reward spread.
+# (rollout.agent.concurrency: concurrent agents' requests are batched as they arrive, and the batch's
+# shape moves the float results). The calculator case is the real model with real reward spread.
 CASES: dict[str, tuple[str, list[str]]] = {
     "tiny": ("tiny.yaml", _TINY),
     "tiny_kl_entropy": ("tiny.yaml", [*_TINY, "eval.baselines=false", "rl.steps=3", "rl.algorithm.kl_coef=0.05",
@@ -66,7 +66,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                         "rollout.max_turns=4",  # the agent's 4 calls: within the budget
                                         "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1",
                                         "rl.optim.minibatches=2", "rl.optim.epochs=2", "rl.rollout_correction.mode=mis",
-                                        "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1"]),
+                                        "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1",
+                                        "rollout.agent.concurrency=1"]),
     # memory_check off: whether RL starts must not depend on what else the machine runs (the estimate is still logged)
     "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "model.memory_check=false", "rl.steps=2",
                                        "eval.tasks_per_split=8", "eval.batch_size=16",
