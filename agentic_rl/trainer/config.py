@@ -36,7 +36,8 @@ class ModelConfig:
     memory_check: bool = True  # stop before RL when its estimated memory exceeds what is available
     # before RL, when the estimate exceeds what is available: gradient checkpointing on, then a token
     # bound on micro-batches, then fewer episodes decoding at once, until it fits (`models/memory.py`'s
-    # plan_memory; the memory_estimate event's mem_plan names what changed)
+    # plan_memory; the memory_estimate event's mem_plan names what changed). Off with memory_check: a
+    # run that must not depend on what else the machine runs is not re-planned by it either
     memory_plan: bool = True
     release_memory: bool = True  # after each RL step, malloc's free pages go back to the system (malloc_trim)
     # under torchrun: ddp (a whole copy on every rank, gradients all-reduced) | fsdp (FSDP2: parameters,

@@ -135,7 +135,8 @@ def fit_memory(cfg: Config, model, prompt: int, available: float | None = None) 
     plan_memory; gradient checkpointing turned on in `model` if the plan says so) and the checked
     estimate, with `mem_plan` naming what the plan changed."""
     available = available_bytes(device_of(model)) if available is None else available
-    values = plan_memory(model, memory_shape(cfg, model), prompt, available)[1] if cfg.model.memory_plan else {}
+    plan = cfg.model.memory_plan and cfg.model.memory_check  # without the check, nothing depends on free memory
+    values = plan_memory(model, memory_shape(cfg, model), prompt, available)[1] if plan else {}
     if values.get("model.gradient_checkpointing"):
         enable_gradient_checkpointing(model)
     cfg = with_values(cfg, values)

@@ -214,8 +214,9 @@ def test_the_plan_changes_nothing_that_fits_and_stops_at_one_row(tiny):
 
 def test_the_run_takes_the_plan_and_checkpoints_its_model(tokenizer):
     """`fit_memory` (what the RL stage runs first): the planned values in the recipe, checkpointing
-    turned on in the model's layers, the plan in the estimate's report; `model.memory_plan: false`
-    leaves the recipe and the model as they were."""
+    turned on in the model's layers, the plan in the estimate's report; `model.memory_plan: false`,
+    or `model.memory_check: false` (a run that must not depend on free memory), leaves the recipe and
+    the model as they were."""
     from agentic_rl.models.loader import tiny_model
     from agentic_rl.trainer.rl_loop import fit_memory
 
@@ -226,6 +227,8 @@ def test_the_run_takes_the_plan_and_checkpoints_its_model(tokenizer):
     off, report = fit_memory(load_config("recipes/tiny.yaml", ["model.memory_plan=false", "model.memory_check=false"]),
                              model, 100, enough)
     assert not off.model.gradient_checkpointing and "mem_plan" not in report
+    unchecked, report = fit_memory(load_config("recipes/tiny.yaml", ["model.memory_check=false"]), model, 100, enough)
+    assert not unchecked.model.gradient_checkpointing and "mem_plan" not in report  # nothing hangs on free memory
     assert not any(getattr(layer, "gradient_checkpointing", False) for layer in model.model.layers)
     fitted, report = fit_memory(cfg, model, 100, enough)
     assert fitted.model.gradient_checkpointing and report["mem_plan"] == {"model.gradient_checkpointing": True}
