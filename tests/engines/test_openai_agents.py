@@ -69,6 +69,7 @@ def test_an_agents_sdk_agent_calls_its_tool_through_the_proxy(api, streamed, tok
         server.stop()
 
 
+@pytest.mark.slow  # the scripted test above holds the protocol; this one the tiny model's replies
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_an_agents_sdk_agent_runs_on_the_tiny_model(api, tiny, tokenizer):
     """Every reply of the tiny model runs to max_tokens. A streamed Responses run then ends in

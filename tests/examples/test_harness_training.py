@@ -45,7 +45,7 @@ def _restarts(row: dict) -> list[bool]:
     return [bool(t.get("restart")) for t in row["turns"][1:]]
 
 
-@pytest.mark.parametrize("agent", ["langgraph", "agents_sdk"])
+@pytest.mark.parametrize("agent", [pytest.param("langgraph", marks=pytest.mark.slow), "agents_sdk"])  # langgraph's import: ~10 s
 def test_tool_calling_harnesses_train_one_trajectory_an_episode(tmp_path, agent):
     """LangGraph's and the Agents SDK's histories are whole: never a second context."""
     pytest.importorskip("langgraph" if agent == "langgraph" else "agents")

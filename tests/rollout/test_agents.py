@@ -156,6 +156,7 @@ def test_the_episodes_sample_the_same_tokens_whatever_the_concurrency(tiny, toke
     assert len({tuple(e[0]) for g in tokens for e in g}) > 1  # the witness: the episodes differ
 
 
+@pytest.mark.slow  # a server process of its own (~13 s)
 def test_the_proxy_in_front_of_a_served_engine_records_what_the_server_sampled(tiny, tokenizer):
     """The proxy over our own server (a real uvicorn serving other weights than the trainer's, seed 5):
     every recorded call is the server's sample, its logprobs those of the served weights and not of
