@@ -59,6 +59,9 @@ class Turn:
     # rewrites history, `history: template`; a recorded agent that edited its own): this turn and the
     # ones after it attend only from here (`Trajectory.contexts`)
     restart: bool = False
+    # the weight version of the sampler that sampled this action, when the rollout records it (partial
+    # rollouts, `rollout/partial.py`: one episode's turns may be sampled by several versions)
+    version: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.action_ids) != len(self.logprobs):

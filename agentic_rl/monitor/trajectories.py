@@ -42,6 +42,8 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
                 "trained": turn.trained,
                 # the context started over here: obs_ids are the whole new prompt (`Turn.restart`)
                 **({"restart": True} if turn.restart and k else {}),
+                # the weight version that sampled it, where the rollout records one (partial rollouts)
+                **({"version": turn.version} if turn.version is not None else {}),
             }
             for k, turn in enumerate(t.turns)
         ],

@@ -19,6 +19,7 @@ from agentic_rl.envs.base import Env
 from agentic_rl.rewards.base import RewardFn
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import Budget, RolloutStats, rollout
+from agentic_rl.rollout.partial import InFlight, RoundResult
 from agentic_rl.types import Task, TrajectoryGroup
 
 Progress = Callable[[int], object]  # called with the number of episodes that just ended
@@ -71,6 +72,13 @@ class InProcess:
         groups, stats = rollout(self.engine, ep.make_env, tasks, group_size, ep.params, ep.budget,
                                 seed=seed if episode_seeds is None else episode_seeds, progress=progress)
         return score_groups(ep.reward, groups, self.reward_timeout_s), stats
+
+    def advance(self, pool: InFlight, tasks: Sequence[Task], group_size: int, seed: int, per_episode: bool,
+                final: bool) -> RoundResult:
+        """One round of partial rollouts (`rollout/partial.py`): the groups it ended, scored."""
+        out = pool.round(self.engine, self.episodes, tasks, group_size, seed, per_episode, final)
+        out.groups = score_groups(self.episodes.reward, out.groups, self.reward_timeout_s)
+        return out
 
     def sync(self, model, version: int, probe) -> None:
         return None

@@ -63,6 +63,11 @@ class _Episode:
     history: list[dict] = field(default_factory=list)  # the conversation after them (a context budget only)
     context_len: int = 0  # tokens the current context holds
     compacting: bool = False  # the next action is the policy's summary of its progress
+    context: list[int] = field(default_factory=list)  # what the engine holds before `fed` (another round prefills it)
+    rounds: int = 0  # the `advance` rounds the episode has been decoded in
+    round_turns: int = 0  # its turns in the current round
+    paused: bool = False  # stopped at the round's turn limit: it goes on in the next round
+    span_cut: bool = False  # ended as truncated at the most rounds an episode may take
 
     @property
     def generated(self) -> int:
@@ -98,11 +103,43 @@ def rollout(
     generator for the batch; one seed per episode (`episode_seeds()`, rollout.rng: episode) gives each
     episode a generator of its own, so it samples the same tokens whichever episodes share its batch,
     process or worker. `progress(n)` is told of the episodes as they end (every one, once)."""
+    start = time.perf_counter()
+    episodes = start_episodes(engine, make_env, tasks, group_size)
+    advance(engine, episodes, params, budget, seed, Round(), progress)
+    groups = [
+        TrajectoryGroup(task, tuple(finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
+        for k, task in enumerate(tasks)
+    ]
+    generated, env_s = sum(ep.generated for ep in episodes), sum(ep.env_s for ep in episodes)
+    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_s)
+
+
+def start_episodes(engine: Engine, make_env: Callable[[], Env], tasks: Sequence[Task], group_size: int) -> list[_Episode]:
+    """`group_size` episodes of each task, reset: their first observations ready to feed."""
+    return [_start(task, make_env(), engine.tokenizer) for task in tasks for _ in range(group_size)]
+
+
+@dataclass(frozen=True)
+class Round:
+    """How far one `advance` takes its episodes. The default: every episode to its end. Partial
+    rollouts (`rollout/partial.py`) stop an episode after `turns` turns of the round, to go on in a
+    later one (`_Episode.paused`), and end as truncated one in its `max_rounds`-th round that would
+    go on (`_Episode.span_cut`); `version` is recorded on every turn sampled (`Turn.version`)."""
+
+    turns: int = 0  # the most turns an episode takes in this round; 0: no limit
+    max_rounds: int = 0  # the most rounds one episode may take; 0: no limit
+    version: int | None = None
+
+
+def advance(engine: Engine, episodes: Sequence[_Episode], params: SamplingParams, budget: Budget,
+            seed: int | Sequence[int], limit: Round, progress: Callable[[int], object] | None = None) -> None:
+    """Decode `episodes` together, each from where it stands (a fresh one from its prompt, a paused
+    one from its whole context, prefilled), to its end or to `limit`. `seed` as for `rollout`."""
     tokenizer = engine.tokenizer
     per_episode = None if isinstance(seed, int) else list(seed)
-    start = time.perf_counter()
-    episodes = [_start(task, make_env(), tokenizer) for task in tasks for _ in range(group_size)]
     ended = _Ended(progress)
+    for ep in episodes:
+        ep.paused, ep.round_turns, ep.rounds = False, 0, ep.rounds + 1
 
     def on_stop(i: int, sample) -> list[int] | None:
         """The env steps as soon as this episode's action stops; the others keep decoding."""
@@ -114,12 +151,16 @@ def rollout(
             result = _step(ep.env, sample.text, budget.step_timeout_s)
             ep.env_s += time.perf_counter() - t0
             obs_ids = _observe(ep, sample, result, tokenizer, budget)
-            ep.turns.append(_turn(ep, sample, result))
+            ep.turns.append(_turn(ep, sample, result, limit.version))
+            ep.round_turns += 1
             if obs_ids is not None and budget.context is not None:
                 obs_ids = fit_context(ep, sample, result.observation, obs_ids, tokenizer, budget)
         if obs_ids is not None:
+            ep.context = [] if isinstance(obs_ids, Restart) else [*ep.context, *ep.fed, *sample.ids]
             ep.fed, ep.restart = list(obs_ids), isinstance(obs_ids, Restart)
             ep.context_len = len(obs_ids) + (0 if ep.restart else ep.context_len)
+            if limit.turns and ep.round_turns >= limit.turns and not ep.compacting:
+                return _pause(ep, limit)
         else:
             ended.add(i)
         return obs_ids
@@ -131,22 +172,29 @@ def rollout(
     room = lambda i: budget.max_episode_tokens - episodes[i].generated  # noqa: E731
     cap = budget.max_concurrent or max(len(episodes), 1)  # a data-parallel rank may have no tasks
     for lo in range(0, len(episodes), cap):  # at most `cap` episodes (and their KV caches) at once
-        live = {i: episodes[i].fed for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].error}
+        live = {i: [*episodes[i].context, *episodes[i].fed] for i in range(lo, min(lo + cap, len(episodes)))
+                if not episodes[i].error}
         if live:
             rows = {"row_seeds": {i: per_episode[i] for i in live}} if per_episode is not None else {}
             engine.session(seed + lo if per_episode is None else 0, **rows).run(live, params, on_stop, max_new=room, on_error=on_error)
-        ended.add(*range(lo, min(lo + cap, len(episodes))))  # those the session ended without a last stop
-    groups = [
-        TrajectoryGroup(task, tuple(_finish(ep) for ep in episodes[k * group_size : (k + 1) * group_size]))
-        for k, task in enumerate(tasks)
-    ]
-    generated, env_s = sum(ep.generated for ep in episodes), sum(ep.env_s for ep in episodes)
-    return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_s)
+        # those the session ended without a last stop (not those paused: they go on in a later round)
+        ended.add(*(i for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].paused))
 
 
-def _turn(ep: _Episode, sample, result: StepResult) -> Turn:
+def _pause(ep: _Episode, limit: Round) -> None:
+    """The episode took the round's turns: it goes on in the next round (under the weights the
+    sampler then holds), or, in its last round, ends as truncated."""
+    if limit.max_rounds and ep.rounds >= limit.max_rounds:
+        ep.truncated, ep.span_cut = True, True
+        _close(ep)
+    else:
+        ep.paused = True
+
+
+def _turn(ep: _Episode, sample, result: StepResult, version: int | None = None) -> Turn:
     """The action just sampled, what was fed before it, and what the env made of it."""
     return Turn(restart=ep.restart, obs_ids=tuple(ep.fed), action_ids=sample.ids, logprobs=sample.logprobs,
+                version=version,
                 action_text=sample.text, stop_reason=sample.stop_reason,
                 observation="".join(m["content"] for m in result.observation), tool_calls=result.tool_calls,
                 malformed_calls=result.malformed_calls, tool_errors=result.tool_errors,
@@ -291,7 +339,7 @@ def _close(ep: _Episode) -> None:
     ep.env_s += time.perf_counter() - t0
 
 
-def _finish(ep: _Episode) -> Trajectory:
+def finish(ep: _Episode) -> Trajectory:
     _close(ep)  # episodes the session ended without a final stop (and idempotent for the others)
     return Trajectory(task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated,
                       error=ep.error, infra_failure=ep.infra_failure)

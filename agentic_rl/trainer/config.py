@@ -194,6 +194,14 @@ class CollapseConfig:
 
 
 @dataclass(frozen=True)
+class PartialRolloutConfig:
+    """rl.partial_rollout: episodes in flight go on across a weight sync (rollout/partial.py, docs/async.md)."""
+
+    turns_per_version: int = 0  # > 0: each step's round takes an episode at most this many turns; 0 = off
+    max_versions: int = 2  # the most weight versions (rounds) one episode may span; past it, truncated
+
+
+@dataclass(frozen=True)
 class RLConfig:
     steps: int = 0  # 0 skips RL
     seed: int = 2
@@ -202,6 +210,7 @@ class RLConfig:
     # rollouts produced while the update runs (trainer/producer.py): a batch trains on weights at
     # most this many versions newer than those that sampled it; 0 = the synchronous loop, exactly
     max_staleness: int = 0
+    partial_rollout: PartialRolloutConfig = field(default_factory=PartialRolloutConfig)
     tasks: TaskConfig = field(default_factory=TaskConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -309,7 +318,8 @@ _AT_LEAST = {
     "cpt.epochs": 1, "cpt.batch_size": 1, "cpt.grad_accum": 1, "cpt.pack": 0, "cpt.max_tokens": 2,
     "rollout.max_turns": 1, "rollout.max_new_tokens": 1, "rollout.max_episode_tokens": 1, "rollout.max_concurrent": 0,
     "rollout.workers.count": 0, "rollout.agent.concurrency": 0,
-    "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
+    "rl.steps": 0, "rl.max_bad_steps": 1, "rl.max_staleness": 0, "rl.partial_rollout.turns_per_version": 0, "rl.partial_rollout.max_versions": 2,
+    "rl.tasks.per_step": 1, "rl.tasks.group_size": 1, "rl.tasks.pool": 1,
     "rl.optim.minibatches": 1, "rl.optim.epochs": 1, "rl.optim.micro_batch_rows": 1, "rl.optim.warmup_steps": 0,
     "rl.filters.max_refill_rounds": 0, "rl.collapse.window": 1, "hindsight.max_per_step": 1,
     "eval.tasks_per_split": 1, "eval.batch_size": 1, "eval.every": 0,
@@ -424,11 +434,27 @@ def _check_ranges(cfg: Config) -> None:
         (ro.engine.weight_update != "vllm_lora" or cfg.model.lora_rank > 0,
          "rollout.engine.weight_update: vllm_lora sends LoRA adapters, and model.lora_rank is 0"),
     ]
-    for ok, message in rules:
+    for ok, message in [*rules, *_partial_rules(cfg)]:
         if not ok:
             raise ConfigError(message)
     _check_mix("sft.mix", cfg.sft.mix)
     _check_mix("rl.tasks.mix", rl.tasks.mix)
+
+
+def _partial_rules(cfg: Config) -> list[tuple[bool, str]]:
+    """rl.partial_rollout is for the in-process sampler of a run producing ahead (rollout/partial.py)."""
+    rl, ro = cfg.rl, cfg.rollout
+    if not rl.partial_rollout.turns_per_version:
+        return []
+    return [
+        (rl.max_staleness > 0, "rl.partial_rollout: episodes go on under newer weights only when batches may be "
+                               "stale; at rl.max_staleness: 0 (the synchronous, on-policy loop) set it >= 1"),
+        (not rl.filters.dynamic_sampling, "rl.partial_rollout does not combine with rl.filters.dynamic_sampling "
+                                          "(a refill round would carry episodes of its own)"),
+        (not (ro.workers.count or ro.agent.program or ro.backend),
+         "rl.partial_rollout: only the in-process sampler pauses and continues episodes (not rollout.workers, "
+         "rollout.agent or a rollout.backend of one's own)"),
+    ]
 
 
 def _check_mix(key: str, mix: dict) -> None:

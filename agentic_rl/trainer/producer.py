@@ -47,10 +47,12 @@ from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.rewards.base import new_step, step_metrics
 from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rollout.loop import RolloutStats, episode_seeds
+from agentic_rl.rollout.partial import InFlight
 from agentic_rl.trainer.distributed import gather_rollouts, world
-from agentic_rl.types import TrajectoryGroup
+from agentic_rl.types import Task, TrajectoryGroup
 
 if TYPE_CHECKING:
+    from agentic_rl.trainer.config import PartialRolloutConfig
     from agentic_rl.trainer.rl_step import RLRun
 
 BATCH_SEED_STRIDE = 1_000_003  # step s's batch is seeded rl.seed x this + s
@@ -69,6 +71,8 @@ class Produced:
     sampler_before: dict  # the task sampler's state before this batch: a rollback draws the same tasks again
     waited_s: float = 0.0  # how long the producer waited for the weights it needed
     reward_metrics: dict[str, float] | None = None  # what the reward spent on this batch (the ladder's `ladder/...`)
+    partial_before: list[Task] | None = None  # partial rollouts: the tasks in flight before this batch's round
+    partial_metrics: dict[str, float] | None = None  # partial rollouts: what the round carried, continued, cut
 
 
 class Producer:
@@ -76,8 +80,11 @@ class Producer:
     sync, `synced(step)` once the step is over (its sync, evaluation, checkpoint); `close()` at the end."""
 
     def __init__(self, run: RLRun, first: int, last: int, max_staleness: int,
-                 restored: dict[int, Produced] | None = None):
+                 restored: dict[int, Produced] | None = None, restarted: Sequence[Task] = ()):
+        """`restored`: the batches a state checkpoint held; `restarted`: the tasks it had in flight
+        (partial rollouts), started over in the next round."""
         self.run, self.last, self.k = run, last, max_staleness
+        self.partial = in_flight_pool(run.cfg.rl.partial_rollout, restarted)
         self.engine_lock = threading.RLock()  # held for a batch, a sync, a hindsight correction
         self._cond = threading.Condition()
         self._synced = first - 1  # the last step over: the sampler holds its weights
@@ -127,6 +134,13 @@ class Producer:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
             return dict(self._ready)
 
+    def in_flight_tasks(self) -> list[Task]:
+        """Partial rollouts: the tasks whose groups are in flight after the last batch produced (a
+        resume starts them over: their envs are not saved); [] without partial rollouts."""
+        with self._cond:
+            assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
+            return self.partial.tasks() if self.partial is not None else []
+
     def discard(self, step: int) -> None:
         """Step `step` changed the weights out of turn (a rollback): drop the batches not yet taken
         (sampled by the weights rolled back from, they would train staler than the bound allows) and
@@ -135,11 +149,15 @@ class Producer:
         with self._cond:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
             self._floor = step
+            restart = self.partial.tasks() if self.partial is not None else []
             if self._ready:
                 first = min(self._ready)
                 self.run.sampler.load_state_dict(self._ready[first].sampler_before)
+                restart = self._ready[first].partial_before or []
                 self._next, self._done = first, first - 1
                 self._ready.clear()
+            if self.partial is not None:  # episodes partly sampled by the weights rolled back from start over
+                self.partial.restart(restart)
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -148,6 +166,8 @@ class Producer:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
+        if self.partial is not None:
+            self.partial.close()
 
     # ------------------------------------------------------------------ producer side
     def _produce(self) -> None:
@@ -174,9 +194,16 @@ class Producer:
         with self.engine_lock:
             version, reward = self.run.engine.version, self.run.episodes.reward
             new_step(reward)  # a per-step budget (the verifier ladder's) starts again
-            kept, sampled, stats = collect(self.run, seed=self.run.cfg.rl.seed * BATCH_SEED_STRIDE + step)
+            seed = self.run.cfg.rl.seed * BATCH_SEED_STRIDE + step
+            partial_before, partial_metrics = None, None
+            if self.partial is None:
+                kept, sampled, stats = collect(self.run, seed=seed)
+            else:
+                partial_before = self.partial.tasks()
+                kept, stats, partial_metrics = collect_partial(self.run, seed, self.partial, final=step == self.last)
+                sampled = kept
             batch = Produced(step, kept, sampled, stats, version, self.run.sampler.metrics(), before, waited,
-                             step_metrics(reward))
+                             step_metrics(reward), partial_before, partial_metrics)
         with self._cond:
             self._ready[step], self._done, self._busy = batch, step, False
             self._cond.notify_all()
@@ -208,6 +235,34 @@ def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[Trajecto
         rounds.append(st)
         kept += _with_spread(more)
     return kept[:per_step], sampled, RolloutStats.total(rounds, sum(st.seconds for st in rounds))
+
+
+def in_flight_pool(options: PartialRolloutConfig, restarted: Sequence[Task] = ()) -> InFlight | None:
+    """The pool of groups carried from round to round (`rollout/partial.py`); None when off."""
+    if not options.turns_per_version:
+        return None
+    if world().size > 1:
+        raise RuntimeError("rl.partial_rollout runs on one process: data-parallel ranks would each carry "
+                           "episodes of their own")
+    return InFlight(options.turns_per_version, options.max_versions, pending=list(restarted))
+
+
+def collect_partial(run: RLRun, seed: int, pool: InFlight, final: bool
+                    ) -> tuple[list[TrajectoryGroup], RolloutStats, dict[str, float]]:
+    """One round of partial rollouts (`rollout/partial.py`): `rl.tasks.per_step` fresh tasks join
+    the groups in flight; the groups it ended (scored, with their process rewards), its stats and
+    `partial/...` counts. `final` (the run's last step) takes every episode to its end."""
+    rl = run.cfg.rl
+    tasks = run.sampler.sample(rl.tasks.per_step)
+    out = run.rollouts.advance(pool, tasks, rl.tasks.group_size, seed, run.cfg.rollout.rng == "episode", final)
+    groups = out.groups
+    if rl.algorithm.process_reward:
+        turns = process_reward(rl.algorithm.process_reward, run.episodes.judge, run.cfg.reward.judge.turn_weight)
+        groups = apply_process_rewards(turns, groups)
+    run.sampler.update(scored(groups))
+    return groups, out.stats, {"partial/groups_carried": float(out.carried),
+                               "partial/episodes_continued": float(out.continued),
+                               "partial/episodes_span_cut": float(out.span_cut)}
 
 
 def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup], RolloutStats]:

@@ -92,13 +92,16 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # weights at most rl.max_staleness versions older than those this step updates
     produced, waited = run.producer.take(step)
     kept, sampled, stats, version = produced.kept, produced.sampled, produced.stats, produced.version
-    staleness = staleness_of(step, version, run.engine.version, rl.max_staleness)
+    partial = rl.partial_rollout.turns_per_version > 0
+    staleness = (token_staleness(step, kept, run.engine.version, rl.max_staleness + rl.partial_rollout.max_versions - 1)
+                 if partial else {"staleness": staleness_of(step, version, run.engine.version, rl.max_staleness)})
     policy_episodes = [t for g in scored(sampled) for t in g.trajectories]
     rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
                    **hacking_rates(policy_episodes), **(produced.reward_metrics or {}),
-                   "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s}
+                   "time_wait_data_s": waited, "time_wait_weights_s": produced.waited_s,
+                   **(produced.partial_metrics or {})}
     if rl.max_staleness:
-        rollout_row["staleness"] = staleness
+        rollout_row.update(staleness)
     # 4. filter: a group needs two scored episodes (the machine's failures are not the policy's);
     # StarPO-S keeps the groups with the most reward spread
     scorable = [g for g in kept if len(scored([g])[0].trajectories) >= 2] if kept else []
@@ -161,6 +164,22 @@ def staleness_of(step: int, sampled: int, current: int, bound: int) -> int:
         raise RuntimeError(f"RL step {step}: a batch sampled by version {sampled} trains at version {current}: "
                            f"{staleness} versions stale (rl.max_staleness {bound})")
     return staleness
+
+
+def token_staleness(step: int, groups: Sequence[TrajectoryGroup], current: int, bound: int) -> dict[str, float]:
+    """Partial rollouts: per trained token, how many versions older than `current` the weights that
+    sampled it (its turn's `Turn.version`) are; the max (`staleness`) and the mean over the batch's
+    trained tokens. Raises as `staleness_of` for a token past `bound` (k + max_versions - 1)."""
+    worst, total, tokens = 0, 0, 0
+    for g in groups:
+        for t in g.trajectories:
+            if t.infra_failure is not None:
+                continue
+            for turn in t.turns:
+                if turn.trained and turn.action_ids:
+                    worst = max(worst, staleness_of(step, turn.version, current, bound))
+                    total, tokens = total + (current - turn.version) * len(turn.action_ids), tokens + len(turn.action_ids)
+    return {"staleness": worst, "staleness_mean": total / tokens if tokens else 0.0}
 
 
 class InfrastructureFailure(RuntimeError):

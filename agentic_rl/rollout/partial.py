@@ -1,0 +1,117 @@
+"""Partial rollouts: episodes in flight go on across a weight sync (`rl.partial_rollout`).
+
+Each production round (one a step, `trainer/producer.py`) decodes the groups carried from the rounds
+before together with the round's fresh tasks, every episode for at most `turns_per_version` turns
+under the weights the sampler holds. An episode that has not ended by then is paused: it keeps its
+env, its turns (their ids and the logprobs sampled, each turn with the version that sampled it,
+`Turn.version`) and the context the engine held, and the next round prefills that context under the
+newer weights and decodes on from it. A group leaves the pool, for the round's batch, in the round
+its last episode ends; an episode that would be decoded in more than `max_versions` rounds ends as
+truncated at the end of its last one (`span_cut`). The round where the run ends takes every
+episode to its end. Where an episode stops depends on turn counts only, never on timing.
+
+Only the ordinary carry from one round to the next keeps an episode's env. A rollback (the weights
+change out of turn) and a resume from a state checkpoint (envs are not saved) restart the groups in
+flight from their tasks: they go on as fresh groups of the next round, their tokens dropped, so a
+task still trains once, and nothing sampled before a rollback trains after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentic_rl.engines.base import Engine
+from agentic_rl.envs.base import close_env
+from agentic_rl.rollout.loop import (
+    RolloutStats,
+    Round,
+    _Episode,
+    advance,
+    episode_seeds,
+    finish,
+    start_episodes,
+)
+from agentic_rl.types import Task, TrajectoryGroup
+
+if TYPE_CHECKING:
+    from agentic_rl.rollout.backends import Episodes
+
+CONTINUATION_STRIDE = 1_000_033  # an episode's r-th round draws from seed x this + r
+
+
+@dataclass
+class _Group:
+    task: Task
+    episodes: list[_Episode]
+    seeds: list[int]  # the episodes' own seeds (rollout.rng: episode), else []
+
+
+@dataclass
+class RoundResult:
+    """One round: the groups whose episodes all ended (outcome rewards unset) and what it counted."""
+
+    groups: list[TrajectoryGroup]
+    stats: RolloutStats
+    carried: int  # groups in flight after it
+    continued: int  # episodes it took on from an earlier round
+    span_cut: int  # episodes it ended at the most versions one may span
+
+
+@dataclass
+class InFlight:
+    """The groups not yet over, carried from round to round, and the tasks to restart (`restart`)."""
+
+    turns_per_version: int
+    max_versions: int
+    groups: list[_Group] = field(default_factory=list)
+    pending: list[Task] = field(default_factory=list)  # restarted from their tasks in the next round
+
+    def tasks(self) -> list[Task]:
+        """The tasks in flight: what a checkpoint keeps and a rollback restarts."""
+        return [*self.pending, *(g.task for g in self.groups)]
+
+    def restart(self, tasks: Sequence[Task]) -> None:
+        """The groups in flight start over from `tasks` in the next round (their envs closed)."""
+        self.close()
+        self.pending = list(tasks)
+
+    def close(self) -> None:
+        for g in self.groups:
+            for ep in g.episodes:
+                close_env(ep.env)
+        self.groups = []
+
+    def round(self, engine: Engine, how: Episodes, tasks: Sequence[Task], group_size: int, seed: int,
+              per_episode: bool, final: bool) -> RoundResult:
+        """The carried groups, then the restarted and the fresh `tasks`, advanced together under the
+        engine's weights, made and decoded as `how` says; `final`: every episode to its end. `per_episode`: each episode draws
+        from a generator of its own (rollout.rng: episode), else the round's `seed` seeds one."""
+        t0 = time.perf_counter()
+        new = [*self.pending, *tasks]
+        seeds = episode_seeds(seed, range(len(new)), group_size) if per_episode else []
+        eps = start_episodes(engine, how.make_env, new, group_size)
+        fresh = [_Group(t, eps[k * group_size:(k + 1) * group_size], seeds[k * group_size:(k + 1) * group_size])
+                 for k, t in enumerate(new)]
+        carried, self.pending = self.groups, []
+        pool = [*carried, *fresh]
+        live = [(g, j) for g in pool for j, ep in enumerate(g.episodes) if ep.rounds == 0 or ep.paused]
+        episodes = [g.episodes[j] for g, j in live]
+        row_seeds = [_continuation_seed(g.seeds[j], g.episodes[j].rounds) for g, j in live] if per_episode else seed
+        limit = Round(0 if final else self.turns_per_version, self.max_versions, engine.version)
+        continued = sum(ep.rounds > 0 for ep in episodes)
+        generated, env_s = sum(ep.generated for ep in episodes), sum(ep.env_s for ep in episodes)
+        advance(engine, episodes, how.params, how.budget, row_seeds, limit)
+        self.groups = [g for g in pool if any(ep.paused for ep in g.episodes)]
+        done = [TrajectoryGroup(g.task, tuple(finish(ep) for ep in g.episodes))
+                for g in pool if not any(ep.paused for ep in g.episodes)]
+        stats = RolloutStats(time.perf_counter() - t0, len(episodes), sum(ep.generated for ep in episodes) - generated,
+                             sum(ep.env_s for ep in episodes) - env_s)
+        return RoundResult(done, stats, len(self.groups), continued, sum(ep.span_cut for ep in episodes))
+
+
+def _continuation_seed(seed: int, rounds: int) -> int:
+    """An episode's generator in its next round: its own seed in its first, then one a round."""
+    return seed if not rounds else (seed * CONTINUATION_STRIDE + rounds) % (1 << 63)
