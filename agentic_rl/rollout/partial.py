@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agentic_rl.rollout.backends import Episodes
 
 CONTINUATION_STRIDE = 1_000_033  # an episode's r-th round draws from seed x this + r
+PASS_STRIDE = 7_919  # a round's n-th pass (one generator for the batch) is seeded its seed + n x this
 
 
 @dataclass
@@ -87,8 +88,11 @@ class InFlight:
     def round(self, engine: Engine, how: Episodes, tasks: Sequence[Task], group_size: int, seed: int,
               per_episode: bool, final: bool) -> RoundResult:
         """The carried groups, then the restarted and the fresh `tasks`, advanced together under the
-        engine's weights, made and decoded as `how` says; `final`: every episode to its end. `per_episode`: each episode draws
-        from a generator of its own (rollout.rng: episode), else the round's `seed` seeds one."""
+        engine's weights, made and decoded as `how` says; `final`: every episode to its end.
+        `per_episode`: each episode draws from a generator of its own (rollout.rng: episode), else
+        the round's `seed` seeds one. A pass that ends no group is followed by another over the
+        paused episodes, under the same weights, until one does (each pass counts towards an
+        episode's `max_versions`), so every round has a group to train."""
         t0 = time.perf_counter()
         new = [*self.pending, *tasks]
         seeds = episode_seeds(seed, range(len(new)), group_size) if per_episode else []
@@ -97,19 +101,32 @@ class InFlight:
                  for k, t in enumerate(new)]
         carried, self.pending = self.groups, []
         pool = [*carried, *fresh]
-        live = [(g, j) for g in pool for j, ep in enumerate(g.episodes) if ep.rounds == 0 or ep.paused]
-        episodes = [g.episodes[j] for g, j in live]
-        row_seeds = [_continuation_seed(g.seeds[j], g.episodes[j].rounds) for g, j in live] if per_episode else seed
         limit = Round(0 if final else self.turns_per_version, self.max_versions, engine.version)
-        continued = sum(ep.rounds > 0 for ep in episodes)
-        generated, env_s = sum(ep.generated for ep in episodes), sum(ep.env_s for ep in episodes)
-        advance(engine, episodes, how.params, how.budget, row_seeds, limit)
+        live = [ep for g in pool for ep in g.episodes if ep.rounds == 0 or ep.paused]
+        continued = sum(ep.rounds > 0 for ep in live)
+        generated, env_s = sum(ep.generated for ep in live), sum(ep.env_s for ep in live)
+        advanced, passes = {id(ep): ep for ep in live}, 0
+        while live:  # a pass that ends no group goes on under the same weights: every round ends one
+            self._advance(engine, how, pool, live, seed + PASS_STRIDE * passes, per_episode, limit)
+            passes += 1
+            live = [] if any(not any(ep.paused for ep in g.episodes) for g in pool) else \
+                [ep for g in pool for ep in g.episodes if ep.paused]
+        advanced = list(advanced.values())
         self.groups = [g for g in pool if any(ep.paused for ep in g.episodes)]
         done = [TrajectoryGroup(g.task, tuple(finish(ep) for ep in g.episodes))
                 for g in pool if not any(ep.paused for ep in g.episodes)]
-        stats = RolloutStats(time.perf_counter() - t0, len(episodes), sum(ep.generated for ep in episodes) - generated,
-                             sum(ep.env_s for ep in episodes) - env_s)
-        return RoundResult(done, stats, len(self.groups), continued, sum(ep.span_cut for ep in episodes))
+        stats = RolloutStats(time.perf_counter() - t0, len(advanced), sum(ep.generated for ep in advanced) - generated,
+                             sum(ep.env_s for ep in advanced) - env_s)
+        return RoundResult(done, stats, len(self.groups), continued, sum(ep.span_cut for ep in advanced))
+
+    @staticmethod
+    def _advance(engine: Engine, how: Episodes, pool: list[_Group], live: list[_Episode], seed: int,
+                 per_episode: bool, limit: Round) -> None:
+        """One pass of `advance` over the `live` episodes of `pool`, each with its own seed for the
+        pass (`per_episode`), else one generator seeded `seed`."""
+        seeds = {id(ep): s for g in pool for ep, s in zip(g.episodes, g.seeds)}
+        row_seeds = [_continuation_seed(seeds[id(ep)], ep.rounds) for ep in live] if per_episode else seed
+        advance(engine, live, how.params, how.budget, row_seeds, limit)
 
 
 def _continuation_seed(seed: int, rounds: int) -> int:
