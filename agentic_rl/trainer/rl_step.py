@@ -126,8 +126,9 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # 7. the sampler gets the new weights, checked by the probe
     t_sync = time.perf_counter()
     run.producer.before_sync(step)  # the batches the old weights may still sample are done
+    waited_sync = time.perf_counter() - t_sync
     version, gap = sync_samplers(run)
-    update_row = {**update.metrics, "time_sync_s": time.perf_counter() - t_sync}
+    update_row = {**update.metrics, "time_sync_s": time.perf_counter() - t_sync, "time_wait_sync_s": waited_sync}
     if gap is not None:
         update_row["sync_probe_gap"] = gap
     # 8. log

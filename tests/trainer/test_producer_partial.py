@@ -99,3 +99,38 @@ def test_a_rollback_restarts_the_groups_in_flight(tmp_path, monkeypatch, at):
     after = [g for s, groups in trained if s > at for g in groups]
     assert all(t.version >= floor[0] for g in after for traj in g.trajectories for t in traj.turns)
     assert not Counter(restarted) - Counter(g.task.id for g in after)  # each restarted task trains after
+
+
+def test_a_resume_restarts_the_groups_in_flight(tmp_path, monkeypatch):
+    """A state checkpoint holds the tasks whose groups were in flight (their envs are not saved): a
+    run resumed from it logs that it restarts them (`partial_rollouts_restarted`, their count) and
+    trains each of them, rather than losing them."""
+    import shutil
+
+    import torch
+
+    from agentic_rl.trainer.config import load_config as load
+
+    a = tmp_path / "a"
+    _run(a, monkeypatch, "checkpoint.keep_last=0")
+    states = sorted((a / "checkpoints" / "state").glob("*-rl-step*"))
+    held = {s.name: torch.load(s / "extras.pt", weights_only=False).get("partial_in_flight") for s in states}
+    assert held[states[-1].name] == []  # the last round ended every episode
+    name = next(n for n in sorted(held) if held[n])  # a state with groups in flight
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    for later in [s for s in states if s.name > name]:  # the run as it stood at that state
+        shutil.rmtree(b / "checkpoints" / "state" / later.name)
+    trained, take = [], Producer.take
+
+    def taking(self, step):
+        produced, waited = take(self, step)
+        trained.extend(g.task.id for g in produced.kept)
+        return produced, waited
+    monkeypatch.setattr(Producer, "take", taking)
+    train(load("recipes/tiny.yaml", [*BASE, "checkpoint.keep_last=0", f"output_dir={b}"]),
+          resume=str(b / "checkpoints" / "state" / name))
+    events = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
+    events = [e for e in events if e.get("event") == "partial_rollouts_restarted"]
+    assert [e["groups"] for e in events] == [len(held[name])]
+    assert not Counter(t.id for t in held[name]) - Counter(trained)
