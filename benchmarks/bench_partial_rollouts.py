@@ -1,6 +1,6 @@
 """Step time and trainer idle time with and without partial rollouts, side by side, at k = 1.
 
-    PYTHONPATH=. python benchmarks/bench_partial_rollouts.py [--steps 8] [--out benchmarks/results/partial_rollouts.json]
+    PYTHONPATH=. python benchmarks/bench_partial_rollouts.py [--steps 16] [--repeats 3] [--out FILE.json]
 
 The tiny recipe (random model, fp32, one torch thread) on the `long_tail` env
 (tests/rollout/long_tail_env.py: the calculator's tasks, each episode of a scripted 1 to 8 turns,
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,10 +43,29 @@ def arms(args) -> dict[str, list[str]]:
                                         f"rl.partial_rollout.max_versions={args.max_versions}"]}
 
 
+def _counting_forwards() -> dict:
+    """Count the sampler's forward passes and the token slots they compute (rows x width, padding
+    included): what a round costs the engine, whatever else the machine runs."""
+    from agentic_rl.engines import hf
+
+    count, forward = {"forwards": 0, "token_slots": 0}, hf.HFSession._forward
+
+    def counted(self, ids, *args, **kwargs):
+        count["forwards"] += 1
+        count["token_slots"] += int(ids.numel())
+        return forward(self, ids, *args, **kwargs)
+    hf.HFSession._forward = counted
+    return count
+
+
+COUNT = _counting_forwards()
+
+
 def arm(overrides: list[str], out: Path) -> dict:
     from agentic_rl.trainer.config import load_config
     from agentic_rl.trainer.loop import train
 
+    before = dict(COUNT)
     t0 = time.perf_counter()
     train(load_config("recipes/tiny.yaml", [*BASE, *overrides, f"output_dir={out}"]))
     wall = time.perf_counter() - t0
@@ -55,6 +75,9 @@ def arm(overrides: list[str], out: Path) -> dict:
     span = sum(r["time_step_s"] for r in later)
     return {
         "steps": len(rows), "run_wall_s": round(wall, 2),
+        # the sampler's work over the run (the evaluation's included, the same in both arms)
+        "sampler_forwards": COUNT["forwards"] - before["forwards"],
+        "sampler_token_slots": COUNT["token_slots"] - before["token_slots"],
         "step_s_mean": round(statistics.mean(r["time_step_s"] for r in later), 3),
         "step_s_max": round(max(r["time_step_s"] for r in later), 3),
         "trainer_idle_s_mean": round(statistics.mean(r["time_wait_data_s"] + r["time_wait_sync_s"] for r in later), 3),
@@ -73,13 +96,24 @@ def arm(overrides: list[str], out: Path) -> dict:
     }
 
 
+def _median(runs: list[dict]) -> dict:
+    """The median over repeats of every timing figure; the counts, equal in every repeat (the runs
+    are deterministic), from the first; the first repeat's per-step rows."""
+    out = dict(runs[0])
+    for k in ("run_wall_s", "step_s_mean", "step_s_max", "trainer_idle_s_mean", "trainer_wait_take_s_mean",
+              "trainer_wait_sync_s_mean", "rollout_s_mean", "producer_wait_s_mean", "groups_per_s"):
+        out[k] = round(statistics.median(r[k] for r in runs), 3)
+    return out
+
+
 def main() -> None:
     import torch
 
     from tests.rollout.long_tail_env import register
 
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3, help="each arm this many times, alternating")
     p.add_argument("--per-step", type=int, default=8, help="tasks a step (2 episodes each)")
     p.add_argument("--tokens", type=int, default=16, help="rollout.max_new_tokens (a turn)")
     p.add_argument("--turns-per-version", type=int, default=1)
@@ -91,24 +125,29 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     register()
-    results = {}
+    runs: dict[str, list[dict]] = {name: [] for name in arms(args)}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, overrides in arms(args).items():
-            results[name] = arm(overrides, Path(tmp) / name)
+        for r in range(args.repeats):  # alternating, so a change in the machine's load hits both arms
+            for name, overrides in arms(args).items():
+                runs[name].append(arm(overrides, Path(tmp) / f"{name}{r}"))
+    results = {name: _median(rs) for name, rs in runs.items()}
     w, pr = results["whole"], results["partial"]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     command = (f"PYTHONPATH=. python benchmarks/bench_partial_rollouts.py --steps {args.steps} --per-step {args.per_step} "
                f"--tokens {args.tokens} --turns-per-version {args.turns_per_version} --max-versions {args.max_versions} "
                f"--entropy-coef {args.entropy_coef:g}")
     report = {"command": command, "overrides": arms(args),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "arms": results,
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+              "load_average_after": os.getloadavg(), "arms": results, "runs": runs,
               "ratios_whole_over_partial": {
                   "step_s_mean": round(w["step_s_mean"] / pr["step_s_mean"], 3),
                   "trainer_idle_s_mean": round(w["trainer_idle_s_mean"] / max(pr["trainer_idle_s_mean"], 1e-9), 3),
-                  "groups_per_s": round(w["groups_per_s"] / pr["groups_per_s"], 3)}}
+                  "groups_per_s": round(w["groups_per_s"] / pr["groups_per_s"], 3),
+                  "sampler_forwards": round(w["sampler_forwards"] / pr["sampler_forwards"], 3),
+                  "sampler_token_slots": round(w["sampler_token_slots"] / pr["sampler_token_slots"], 3)}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "arms"}, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k not in ("arms", "runs", "overrides")}, indent=1))
     for name, r in results.items():
         print(name, {k: v for k, v in r.items() if k != "per_step"})
 
