@@ -15,8 +15,19 @@ Versions never mix within a batch: the producer holds the engine's lock for a wh
 trainer takes it for a sync (and for hindsight corrections), so no episode is sampled by two
 versions. Which version samples which batch never depends on timing: step s's sync first waits
 for every batch up to s + k (`before_sync`), so batch s is always sampled by step s - 1 - k's
-weights and a run at k = 1 is as reproducible as a synchronous one. Partial rollouts are not
-done: an episode finishes under the weights it started with.
+weights and a run at k = 1 is as reproducible as a synchronous one. Without partial rollouts an
+episode finishes under the weights it started with.
+
+With partial rollouts (`rl.partial_rollout`, `rollout/partial.py`) a batch is one production round:
+the groups carried from the rounds before and `rl.tasks.per_step` fresh tasks, each episode taken
+at most `turns_per_version` turns (the last step's round: to its end), the groups it ended making
+the batch. An episode carried on is sampled by the next round's weights, so one episode spans
+versions, never one round: the lock and `before_sync` are as above, and where an episode pauses
+depends on turn counts only, so the run stays reproducible. Each turn records its version and a
+batch's staleness is counted per token, bounded by k + max_versions - 1. A rollback restarts the
+groups in flight before the first dropped batch from their tasks (`partial_before`: their tokens
+were partly sampled by the weights rolled back from); a state checkpoint keeps their tasks
+(`in_flight_tasks`), and a resume restarts them (an env is not saved).
 
 A rollback after step r (`discard(r)`) changes the weights out of turn: the batches produced for
 the steps after r were sampled by the weights rolled back from, so they are dropped and produced
