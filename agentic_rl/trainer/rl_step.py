@@ -156,14 +156,15 @@ def sync_samplers(run: RLRun) -> tuple[int, float | None]:
     return version, gap if own is None else own
 
 
-def staleness_of(step: int, sampled: int, current: int, bound: int) -> int:
-    """How many versions older than `current` the weights that sampled a batch (`sampled`) are;
-    raises past `bound`, and below 0 (a batch sampled by weights the trainer has not made yet: a
-    sampler whose count is not the trainer's)."""
+def staleness_of(step: int, sampled: int, current: int, bound: int, what: str = "a batch",
+                 rule: str = "rl.max_staleness") -> int:
+    """How many versions older than `current` the weights that sampled `what` (`sampled`) are;
+    raises past `bound` (`rule` says where it comes from), and below 0 (sampled by weights the
+    trainer has not made yet: a sampler whose count is not the trainer's)."""
     staleness = current - sampled
     if not 0 <= staleness <= bound:
-        raise RuntimeError(f"RL step {step}: a batch sampled by version {sampled} trains at version {current}: "
-                           f"{staleness} versions stale (rl.max_staleness {bound})")
+        raise RuntimeError(f"RL step {step}: {what} sampled by version {sampled} trains at version {current}: "
+                           f"{staleness} versions stale ({rule} {bound})")
     return staleness
 
 
@@ -178,7 +179,8 @@ def token_staleness(step: int, groups: Sequence[TrajectoryGroup], current: int, 
                 continue
             for turn in t.turns:
                 if turn.trained and turn.action_ids:
-                    worst = max(worst, staleness_of(step, turn.version, current, bound))
+                    worst = max(worst, staleness_of(step, turn.version, current, bound, "a token",
+                                                    "rl.max_staleness + rl.partial_rollout.max_versions - 1 ="))
                     total, tokens = total + (current - turn.version) * len(turn.action_ids), tokens + len(turn.action_ids)
     return {"staleness": worst, "staleness_mean": total / tokens if tokens else 0.0}
 
