@@ -46,7 +46,7 @@ class Budget:
 
 
 @dataclass
-class _Episode:
+class EpisodeState:
     task: Task
     env: Env
     turns: list[Turn] = field(default_factory=list)
@@ -114,7 +114,7 @@ def rollout(
     return groups, RolloutStats(time.perf_counter() - start, len(episodes), generated, env_s)
 
 
-def start_episodes(engine: Engine, make_env: Callable[[], Env], tasks: Sequence[Task], group_size: int) -> list[_Episode]:
+def start_episodes(engine: Engine, make_env: Callable[[], Env], tasks: Sequence[Task], group_size: int) -> list[EpisodeState]:
     """`group_size` episodes of each task, reset: their first observations ready to feed."""
     return [_start(task, make_env(), engine.tokenizer) for task in tasks for _ in range(group_size)]
 
@@ -123,15 +123,15 @@ def start_episodes(engine: Engine, make_env: Callable[[], Env], tasks: Sequence[
 class Round:
     """How far one `advance` takes its episodes. The default: every episode to its end. Partial
     rollouts (`rollout/partial.py`) stop an episode after `turns` turns of the round, to go on in a
-    later one (`_Episode.paused`), and end as truncated one in its `max_rounds`-th round that would
-    go on (`_Episode.span_cut`); `version` is recorded on every turn sampled (`Turn.version`)."""
+    later one (`EpisodeState.paused`), and end as truncated one in its `max_rounds`-th round that would
+    go on (`EpisodeState.span_cut`); `version` is recorded on every turn sampled (`Turn.version`)."""
 
     turns: int = 0  # the most turns an episode takes in this round; 0: no limit
     max_rounds: int = 0  # the most rounds one episode may take; 0: no limit
     version: int | None = None
 
 
-def advance(engine: Engine, episodes: Sequence[_Episode], params: SamplingParams, budget: Budget,
+def advance(engine: Engine, episodes: Sequence[EpisodeState], params: SamplingParams, budget: Budget,
             seed: int | Sequence[int], limit: Round, progress: Callable[[int], object] | None = None) -> None:
     """Decode `episodes` together, each from where it stands (a fresh one from its prompt, a paused
     one from its whole context, prefilled), to its end or to `limit`. `seed` as for `rollout`."""
@@ -181,7 +181,7 @@ def advance(engine: Engine, episodes: Sequence[_Episode], params: SamplingParams
         ended.add(*(i for i in range(lo, min(lo + cap, len(episodes))) if not episodes[i].paused))
 
 
-def _pause(ep: _Episode, limit: Round) -> None:
+def _pause(ep: EpisodeState, limit: Round) -> None:
     """The episode took the round's turns: it goes on in the next round (under the weights the
     sampler then holds), or, in its last round, ends as truncated."""
     if limit.max_rounds and ep.rounds >= limit.max_rounds:
@@ -191,7 +191,7 @@ def _pause(ep: _Episode, limit: Round) -> None:
         ep.paused = True
 
 
-def _turn(ep: _Episode, sample, result: StepResult, version: int | None = None) -> Turn:
+def _turn(ep: EpisodeState, sample, result: StepResult, version: int | None = None) -> Turn:
     """The action just sampled, what was fed before it, and what the env made of it."""
     return Turn(restart=ep.restart, obs_ids=tuple(ep.fed), action_ids=sample.ids, logprobs=sample.logprobs,
                 version=version,
@@ -220,10 +220,10 @@ def episode_seeds(seed: int, positions: Sequence[int], group_size: int) -> list[
     return [(seed * 1_000_003 + p) * 1_009 + j for p in positions for j in range(group_size)]
 
 
-def _start(task: Task, env: Env, tokenizer) -> _Episode:
+def _start(task: Task, env: Env, tokenizer) -> EpisodeState:
     """The episode's first observation; a reset that raises is tried once more, then the episode is
     the infrastructure's failure (it costs its episode, not the batch, and trains nothing)."""
-    ep, t0 = _Episode(task, env), time.perf_counter()
+    ep, t0 = EpisodeState(task, env), time.perf_counter()
     for _ in range(2):
         try:
             messages = env.reset(task)
@@ -286,7 +286,7 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _observe(ep: _Episode, sample, result: StepResult, tokenizer, budget: Budget) -> list[int] | None:
+def _observe(ep: EpisodeState, sample, result: StepResult, tokenizer, budget: Budget) -> list[int] | None:
     """Observation ids to feed next, or None when the episode is over (and why is recorded)."""
     if result.info.get("error"):
         ep.error = result.info["error"]
@@ -316,7 +316,7 @@ def history_of(fmt) -> str:
     return getattr(fmt, "history", "keep")
 
 
-def _as_rendered(ep: _Episode, sample, observation, glue: str, tokenizer) -> list[int] | Restart:
+def _as_rendered(ep: EpisodeState, sample, observation, glue: str, tokenizer) -> list[int] | Restart:
     """The glue when the format renders the conversation as the context's text (the sample, then the
     glue); otherwise a new context: the whole rendering, which rewrote what the policy wrote before."""
     fmt = ep.env.format
@@ -329,7 +329,7 @@ def _as_rendered(ep: _Episode, sample, observation, glue: str, tokenizer) -> lis
     return Restart(tokenizer.encode(whole, add_special_tokens=False))
 
 
-def _close(ep: _Episode) -> None:
+def _close(ep: EpisodeState) -> None:
     """Free what the episode's env holds (a sandbox worker, a connection) as soon as it ends."""
     t0 = time.perf_counter()
     try:
@@ -339,7 +339,7 @@ def _close(ep: _Episode) -> None:
     ep.env_s += time.perf_counter() - t0
 
 
-def finish(ep: _Episode) -> Trajectory:
+def finish(ep: EpisodeState) -> Trajectory:
     _close(ep)  # episodes the session ended without a final stop (and idempotent for the others)
     return Trajectory(task=ep.task, turns=tuple(ep.turns), terminated=ep.terminated, truncated=ep.truncated,
                       error=ep.error, infra_failure=ep.infra_failure)

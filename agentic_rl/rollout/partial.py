@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from agentic_rl.engines.base import Engine
 from agentic_rl.envs.base import close_env
 from agentic_rl.rollout.loop import (
+    EpisodeState,
     RolloutStats,
     Round,
-    _Episode,
     advance,
     episode_seeds,
     finish,
@@ -46,7 +46,7 @@ PASS_STRIDE = 7_919  # a round's n-th pass (one generator for the batch) is seed
 @dataclass
 class _Group:
     task: Task
-    episodes: list[_Episode]
+    episodes: list[EpisodeState]
     seeds: list[int]  # the episodes' own seeds (rollout.rng: episode), else []
 
 
@@ -120,7 +120,7 @@ class InFlight:
         return RoundResult(done, stats, len(self.groups), continued, sum(ep.span_cut for ep in advanced))
 
     @staticmethod
-    def _advance(engine: Engine, how: Episodes, pool: list[_Group], live: list[_Episode], seed: int,
+    def _advance(engine: Engine, how: Episodes, pool: list[_Group], live: list[EpisodeState], seed: int,
                  per_episode: bool, limit: Round) -> None:
         """One pass of `advance` over the `live` episodes of `pool`, each with its own seed for the
         pass (`per_episode`), else one generator seeded `seed`."""
