@@ -39,7 +39,9 @@ class Session(Protocol):
     """The episodes of one rollout batch. `run` decodes every row to the end of its episode: when a
     row's action stops, `on_stop(row, sample)` returns the ids to feed before its next action (a
     `Restart`: a whole new prompt instead), or None when the episode is over. `max_new(row)` bounds the row's next action. An engine whose
-    requests can fail one by one (a served one) ends a failed row with `on_error(row, why)`."""
+    requests can fail one by one (a served one) ends a failed row with `on_error(row, why)`.
+    `on_token(row, id)`, when given, hears each token as it is sampled, before the `on_stop` of its
+    action (an engine that gets replies whole, a served one, reports none: `on_stop` has them all)."""
 
     def run(
         self,
@@ -48,6 +50,7 @@ class Session(Protocol):
         on_stop: Callable[[int, Sample], Sequence[int] | None],
         max_new: Callable[[int], int] | None = None,
         on_error: Callable[[int, str], None] | None = None,
+        on_token: Callable[[int, int], None] | None = None,
     ) -> None: ...
 
 

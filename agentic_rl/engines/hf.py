@@ -107,6 +107,7 @@ def eos_ids(tokenizer, model=None) -> frozenset[int]:
 
 
 OnStop = Callable[[int, Sample], Sequence[int] | None]
+OnToken = Callable[[int, int], None]  # (row, token id): each token as it is sampled
 
 
 class HFSession:
@@ -139,9 +140,12 @@ class HFSession:
         on_stop: OnStop,
         max_new: Callable[[int], int] | None = None,
         on_error: Callable[[int, str], None] | None = None,
+        on_token: OnToken | None = None,
     ) -> None:
         """Decode every row's episode to its end. max_new(row): token limit of the row's next action.
-        (`on_error` is never called: in-process, a failure is the whole batch's and raises.)"""
+        `on_token(row, id)`: each token as it is sampled, before the row's `on_stop` (the server's
+        streamed replies). (`on_error` is never called: in-process, a failure is the whole batch's and
+        raises.)"""
         limit = (lambda r: min(params.max_new_tokens, max_new(r))) if max_new else (lambda r: params.max_new_tokens)
         self.rows = sorted(prompts)
         logits = self._prefill_first(self.rows, [list(prompts[r]) for r in self.rows])
@@ -157,6 +161,8 @@ class HFSession:
                 tok = int(tokens[i])
                 act.ids.append(tok)
                 act.logprobs.append(float(lps[i]))
+                if on_token is not None:
+                    on_token(row, tok)
                 reason = self._stop_reason(act.ids, params, act.limit)
                 if reason is None:
                     continue
@@ -174,7 +180,7 @@ class HFSession:
             self._compact(state)
             logits = self._step(state, parked)
         if restarts:  # their new prompts prefill a fresh cache (the generators go on where they were)
-            self.run(restarts, params, on_stop, max_new, on_error)
+            self.run(restarts, params, on_stop, max_new, on_error, on_token)
 
     def _generators(self, state: Mapping[int, _Action], parked: Mapping[int, list[int]]):
         """The batch's generator, or per row: a decoding row's own, None for a row whose sample is not

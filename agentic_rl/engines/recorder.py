@@ -193,6 +193,12 @@ class Recorder:
             _refuse(400, f"episode {eid}: its budget is spent ({ep.truncated})")
         return ep
 
+    def room(self, eid: str) -> int | None:
+        """The tokens episode `eid` may still generate (None: no budget): a streamed reply shows no
+        more, since the tokens past it are refused."""
+        budget = self.limits.max_episode_tokens
+        return max(budget - self.episode(eid).generated, 0) if budget else None
+
     def record(self, eid: str, call: Call) -> None:
         """Keep `call` in episode `eid`; one that ran past the episode's tokens is kept cut at the
         budget and its reply refused."""

@@ -7,7 +7,7 @@ reply that made them), a `function_call_output` a `tool` message. So a reply sen
 it came as is the same assistant message the recorder kept, and is fed as sampled (the token
 contract, `recorder.py`). The chat reply becomes output items: a `message` with one `output_text`
 when it has prose, then one `function_call` item per call. `stream: true` sends the Responses event
-stream of that finished reply (`events`).
+stream as the reply is sampled (`live_events`: the text as it comes, each call once parsed).
 
 Stateless: nothing is stored, so `previous_response_id`, `conversation`, `store: true` and
 `background` are refused, as is anything beyond text and function tools (each a 400 naming the field).
@@ -15,9 +15,10 @@ Stateless: nothing is stored, so `previous_response_id`, `conversation`, `store:
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from agentic_rl.engines.openai_request import REFUSED, BadRequest, check_fields
@@ -166,33 +167,53 @@ def output_items(choice: Mapping) -> list[dict]:
     return items
 
 
-def from_chat(reply: Mapping, body: Mapping) -> dict:
-    """The Responses object of a chat completion `reply` to the Responses request `body`."""
+def response_head(body: Mapping, model: str) -> dict:
+    """What a response to `body` says before its reply is sampled (its id, the request's settings)."""
+    return {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
+            "status": "in_progress", "incomplete_details": None, "error": None, "model": model,
+            "instructions": body.get("instructions"), "output": [],
+            "parallel_tool_calls": body.get("parallel_tool_calls", True), "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [], "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+            "max_output_tokens": body.get("max_output_tokens"), "metadata": body.get("metadata") or {},
+            "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": False, "usage": None}
+
+
+def from_chat(reply: Mapping, body: Mapping, head: Mapping | None = None) -> dict:
+    """The Responses object of a chat completion `reply` to the Responses request `body` (`head`: the
+    one its stream began with)."""
     (choice,) = reply["choices"]
     cut = choice["finish_reason"] == "length"
-    out = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
-           "status": "incomplete" if cut else "completed",
-           "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
-           "model": reply["model"], "instructions": body.get("instructions"), "output": output_items(choice),
-           "parallel_tool_calls": body.get("parallel_tool_calls", True), "tool_choice": body.get("tool_choice", "auto"),
-           "tools": body.get("tools") or [], "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-           "max_output_tokens": body.get("max_output_tokens"), "metadata": body.get("metadata") or {},
-           "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": False,
+    out = {**(head or response_head(body, reply["model"])), "status": "incomplete" if cut else "completed",
+           "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "output": output_items(choice),
            "usage": _usage(reply["usage"]), "weight_version": reply.get("weight_version")}
     if "token_ids" in choice:
         out.update(prompt_token_ids=choice["prompt_token_ids"], token_ids=choice["token_ids"])
     return out
 
 
-def _item_events(index: int, item: dict) -> Iterator[dict]:
-    """One output item's events: added (empty), its text or arguments as one delta, done (whole)."""
+def _message_opened(index: int, item: dict) -> Iterator[dict]:
+    ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
+    yield {"type": "response.output_item.added", "output_index": index,
+           "item": {**item, "status": "in_progress", "content": []}}
+    yield {"type": "response.content_part.added", **ids,
+           "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}
+
+
+def _text_delta(index: int, item_id: str, text: str, logprobs=()) -> dict:
+    return {"type": "response.output_text.delta", "item_id": item_id, "output_index": index, "content_index": 0,
+            "delta": text, "logprobs": list(logprobs)}
+
+
+def _item_events(index: int, item: dict, sent: str | None = None) -> Iterator[dict]:
+    """One output item's events: added (empty), its text or arguments as one delta, done (whole);
+    `sent`: a message's text already streamed (its item and part already added)."""
     if item["type"] == "message":
         part, text = item["content"][0], item["content"][0]["text"]
+        if sent is None:
+            yield from _message_opened(index, item)
         ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
-        yield {"type": "response.output_item.added", "output_index": index,
-               "item": {**item, "status": "in_progress", "content": []}}
-        yield {"type": "response.content_part.added", **ids, "part": {**part, "text": "", "logprobs": []}}
-        yield {"type": "response.output_text.delta", **ids, "delta": text, "logprobs": part["logprobs"]}
+        if text[len(sent or ""):] or part["logprobs"]:
+            yield _text_delta(index, item["id"], text[len(sent or ""):], part["logprobs"])
         yield {"type": "response.output_text.done", **ids, "text": text, "logprobs": part["logprobs"]}
         yield {"type": "response.content_part.done", **ids, "part": part}
     else:
@@ -205,13 +226,52 @@ def _item_events(index: int, item: dict) -> Iterator[dict]:
     yield {"type": "response.output_item.done", "output_index": index, "item": item}
 
 
+def _finished_events(response: dict, sent: str | None = None) -> Iterator[dict]:
+    for i, item in enumerate(response["output"]):
+        yield from _item_events(i, item, sent if i == 0 else None)
+    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    yield {"type": done, "response": response}
+
+
 def events(response: dict) -> Iterator[dict]:
     """The Responses event stream of a finished `response`, numbered (`sequence_number`)."""
     start = {**response, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
-    stream = [{"type": "response.created", "response": start}, {"type": "response.in_progress", "response": start}]
-    for i, item in enumerate(response["output"]):
-        stream.extend(_item_events(i, item))
-    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
-    stream.append({"type": done, "response": response})
+    stream = [{"type": "response.created", "response": start}, {"type": "response.in_progress", "response": start},
+              *_finished_events(response)]
     for n, event in enumerate(stream):
         yield {**event, "sequence_number": n}
+
+
+async def _live(head: dict, body: Mapping, stream, tokens, done) -> AsyncIterator[dict]:
+    from agentic_rl.engines.sse import error_event, live_tokens
+
+    yield {"type": "response.created", "response": head}
+    yield {"type": "response.in_progress", "response": head}
+    item_id = f"msg_{uuid.uuid4().hex}"
+    async for _, token in live_tokens(tokens, done):
+        if text := stream.push(token):
+            if text == stream.sent:  # the first text: the message item opens
+                for event in _message_opened(0, {"type": "message", "id": item_id, "role": "assistant"}):
+                    yield event
+            yield _text_delta(0, item_id, text)
+    try:
+        response = from_chat(await asyncio.shield(done), body, head)
+    except Exception as e:  # noqa: BLE001 - e.g. a reply past the episode's budget, refused
+        yield {"type": "error", **error_event(e)["error"]}
+        return
+    if stream.sent:  # the message the text went to
+        response["output"][0]["id"] = item_id
+    for event in _finished_events(response, stream.sent or None):
+        yield event
+
+
+async def live_events(head: dict, body: Mapping, stream, tokens, done) -> AsyncIterator[str]:
+    """The Responses event stream of a reply as it is sampled (`server.live`: the `ContentStream` of its
+    text, the queue of its tokens, the task of the finished chat reply), numbered, as SSE lines: the
+    message's text deltas as they come, the rest (function calls, done events) once it is parsed."""
+    from agentic_rl.engines.sse import event_line
+
+    n = 0
+    async for event in _live(head, body, stream, tokens, done):
+        yield event_line({**event, "sequence_number": n}, named=True)
+        n += 1

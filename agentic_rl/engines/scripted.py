@@ -58,11 +58,15 @@ class _ScriptedSession:
         on_stop: Callable[[int, Sample], Sequence[int] | None],
         max_new: Callable[[int], int] | None = None,
         on_error: Callable[[int, str], None] | None = None,  # a script never fails
+        on_token: Callable[[int, int], None] | None = None,
     ) -> None:
         for row in prompts:
             turn = 0
             while True:
                 limit = min(params.max_new_tokens, max_new(row) if max_new else params.max_new_tokens)
-                if on_stop(row, self.engine.sample(row, turn, params, max(limit, 1))) is None:
+                sample = self.engine.sample(row, turn, params, max(limit, 1))
+                for tok in sample.ids if on_token is not None else ():
+                    on_token(row, tok)
+                if on_stop(row, sample) is None:
                     break
                 turn += 1

@@ -135,9 +135,11 @@ class ServedSession:
         self.actions: dict[int, int] = {}  # requests sent per row
 
     def run(self, prompts: Mapping[int, Sequence[int]], params: SamplingParams, on_stop: OnStop,
-            max_new: Callable[[int], int] | None = None, on_error: OnError | None = None) -> None:
+            max_new: Callable[[int], int] | None = None, on_error: OnError | None = None,
+            on_token: Callable[[int, int], None] | None = None) -> None:
         """Every row's episode to its end. A row whose request fails twice ends there:
-        `on_error(row, why)` (without it, the error is raised)."""
+        `on_error(row, why)` (without it, the error is raised). `on_token` hears nothing: a reply
+        comes back whole, and `on_stop` has all its tokens."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="agentic-rl-served", daemon=True)
         thread.start()

@@ -52,6 +52,7 @@ import threading
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,7 @@ from agentic_rl.engines.openai_request import (
     text_messages,
     tool_opening,
 )
-from agentic_rl.engines.sse import chat_stream, sse
+from agentic_rl.engines.sse import ContentStream, chat_live
 from agentic_rl.envs.formats import ToolFormat, bos_text, format_of_template
 from agentic_rl.errors import UserDataError, UserFileError
 
@@ -76,7 +77,20 @@ class _Request:
     prompt: list[int]
     params: SamplingParams
     seed: int | None = None  # its own random stream: the same draws whatever batch it lands in
+    on_token: Callable[[int], None] | None = None  # hears each token as it is sampled (a streamed reply)
     future: Future = field(default_factory=Future)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Pending:
+    """A chat completion checked and ready to sample: its prompt (the forced opening last), sampling,
+    the weights' version it is asked at, and each choice's seed."""
+
+    ids: list[int]
+    forced: list[int]
+    params: SamplingParams
+    version: int
+    seeds: list[int | None]
 
 
 class BatchingWorker:
@@ -89,8 +103,10 @@ class BatchingWorker:
         self._seed = 0
         threading.Thread(target=self._loop, name="agentic-rl-serve", daemon=True).start()
 
-    def submit(self, prompt: list[int], params: SamplingParams, seed: int | None = None) -> Future:
-        request = _Request(prompt, params, seed)
+    def submit(self, prompt: list[int], params: SamplingParams, seed: int | None = None,
+               on_token: Callable[[int], None] | None = None) -> Future:
+        """The request's sample, as a future; `on_token(id)`: each of its tokens as it is sampled."""
+        request = _Request(prompt, params, seed, on_token)
         self.queue.put(request)
         return request.future
 
@@ -113,9 +129,12 @@ class BatchingWorker:
         self._seed += 1
         out: dict[int, Sample] = {}
         seeds = {i: r.seed for i, r in enumerate(requests)} if requests[0].seed is not None else None
+        heard = {i: r.on_token for i, r in enumerate(requests) if r.on_token is not None}
+        # only a streamed request's batch is told its tokens: the others decode as they always did
+        hear = {"on_token": lambda row, token: heard[row](token) if row in heard else None} if heard else {}
         try:
             self.engine.session(self._seed, seeds).run({i: r.prompt for i, r in enumerate(requests)}, params,
-                                                       lambda row, s: out.__setitem__(row, s))
+                                                       lambda row, s: out.__setitem__(row, s), **hear)
         except Exception as e:  # the requests fail, the server lives
             for r in requests:
                 r.future.set_exception(e)
@@ -193,9 +212,16 @@ class _Handlers:
         except (TypeError, ValueError) as e:
             raise HTTPException(400, f"invalid sampling parameters: {e}") from None
 
-    async def sample(self, prompt: list[int], params: SamplingParams, seed: int | None = None) -> Sample:
+    async def sample(self, prompt: list[int], params: SamplingParams, seed: int | None = None,
+                     on_token: Callable[[int], None] | None = None) -> Sample:
+        """The engine's sample of `prompt`, awaited on the event loop (no thread is held while it waits,
+        so any number of requests wait at once); `on_token`: each token as it is sampled, on the
+        batching worker's thread."""
+        self.check(prompt, params)
+        return await asyncio.wrap_future(self.worker.submit(prompt, params, seed, on_token))
+
+    def check(self, prompt: list[int], params: SamplingParams) -> None:
         from fastapi import HTTPException
-        from fastapi.concurrency import run_in_threadpool
 
         if not prompt or not all(isinstance(t, int) and 0 <= t < len(self.tokenizer) for t in prompt):
             raise HTTPException(400, "prompt: token ids of this model's vocabulary, at least one")
@@ -204,7 +230,6 @@ class _Handlers:
                                      f"has {len(prompt)} prompt tokens and asks for up to {params.max_new_tokens} "
                                      f"more ({len(prompt)} + {params.max_new_tokens} > {self.context}): shorten "
                                      "the prompt or lower max_tokens")
-        return await run_in_threadpool(self.worker.submit(prompt, params, seed).result)
 
     def reply(self, kind: str, choices: list[dict], prompt: list[int], samples: list[Sample]) -> dict:
         generated = sum(len(s.ids) for s in samples)
@@ -305,34 +330,65 @@ class _Handlers:
         return chat_options(body, recording=episode is not None, one_call_a_reply=one_call)
 
     async def chat(self, body: dict, episode: str | None = None):
-        """A chat completion; with `episode` (recording mode) the call is recorded under it."""
+        """A chat completion; with `episode` (recording mode) the call is recorded under it. Streamed,
+        its content goes out as it is sampled (`sse.chat_live`)."""
         opts = self.options(body, episode)
-        reply = await self.complete(body, opts, episode)
         if opts.stream:
             from fastapi.responses import StreamingResponse
 
-            return StreamingResponse(chat_stream(reply, opts.include_usage), media_type="text/event-stream")
-        return reply
+            head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": self.name}
+            streams, tokens, done = self.live(body, opts, episode)
+            return StreamingResponse(chat_live(head, streams, tokens, done, opts.include_usage),
+                                     media_type="text/event-stream")
+        return await self.complete(body, opts, episode)
 
     async def complete(self, body: dict, opts: ChatOptions, episode: str | None = None) -> dict:
-        """The chat completion's body: `opts.n` samples of the prompt (one when recorded, recorded).
-        A `tool_choice` that forces a call feeds the call's opening after the prompt (prompt tokens,
-        never trained; `openai_request.tool_opening`) and the model writes the rest."""
+        """The chat completion's body: `opts.n` samples of the prompt (one when recorded, recorded)."""
+        return await self._sampled(self._prepare(body, opts, episode), body, opts, episode)
+
+    def live(self, body: dict, opts: ChatOptions, episode: str | None):
+        """A streamed completion started: (each choice's `ContentStream`, the queue of (choice, token)
+        as they are sampled, the task of the finished body). The request is checked first, so a refusal
+        is still a 400; the task records the call even if the client leaves."""
+        pending = self._prepare(body, opts, episode)
+        loop, tokens = asyncio.get_running_loop(), asyncio.Queue()
+
+        def hear(i: int) -> Callable[[int], None]:
+            return lambda token: loop.call_soon_threadsafe(tokens.put_nowait, (i, token))
+        openers = () if opts.tool_choice.mode == "none" else getattr(self.fmt, "call_openers", None)
+        holds = (*pending.params.stop_strings, *opts.stop, self.fmt.end_of_turn, *(openers or ()))
+        room = 0 if openers is None else self.recorder.room(episode) if episode is not None else None
+        streams = {i: ContentStream(self.tokenizer, holds, self.engine.eos_ids, pending.forced, room)
+                   for i in range(len(pending.seeds))}
+        return streams, tokens, asyncio.ensure_future(self._sampled(pending, body, opts, episode, hear))
+
+    def _prepare(self, body: dict, opts: ChatOptions, episode: str | None) -> _Pending:
+        """The request's prompt and sampling, checked (a 400 names what is refused). A `tool_choice`
+        that forces a call feeds the call's opening after the prompt (prompt tokens, never trained;
+        `openai_request.tool_opening`) and the model writes the rest."""
         forced = self._encode(tool_opening(self.fmt, opts.tool_choice))
         ids = [*self.prompt(body, episode), *forced]
-        params, version = self.chat_params(body, opts, len(ids)), self.engine.version
-        samples = await asyncio.gather(*(self.sample(ids, params, seed) for seed in self._seeds(opts, episode)))
-        choices = [self._choice(i, s, params, opts, forced) for i, s in enumerate(samples)]
+        params = self.chat_params(body, opts, len(ids))
+        self.check(ids, params)
+        return _Pending(ids=ids, forced=forced, params=params, version=self.engine.version,
+                        seeds=self._seeds(opts, episode))
+
+    async def _sampled(self, p: _Pending, body: dict, opts: ChatOptions, episode: str | None,
+                       hear: Callable[[int], Callable[[int], None]] | None = None) -> dict:
+        """`p` sampled (`hear(choice)`: told each token), recorded under `episode`, as the body."""
+        samples = await asyncio.gather(*(self.sample(p.ids, p.params, seed, hear and hear(i))
+                                         for i, seed in enumerate(p.seeds)))
+        choices = [self._choice(i, s, p.params, opts, p.forced) for i, s in enumerate(samples)]
         if body.get("return_token_ids"):
             for c, s in zip(choices, samples):
-                c.update(prompt_token_ids=ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
+                c.update(prompt_token_ids=p.ids, token_ids=list(s.ids), token_logprobs=list(s.logprobs))
         if episode is not None:
             from agentic_rl.engines.recorder import Call
 
             (s,) = samples
-            self.recorder.record(episode, Call(tuple(ids), tuple(s.ids), tuple(s.logprobs), s.text, s.stop_reason,
-                                               choices[0]["message"], version, forced=tuple(forced)))
-        return self.reply("chatcmpl", choices, ids, samples)
+            self.recorder.record(episode, Call(tuple(p.ids), tuple(s.ids), tuple(s.logprobs), s.text, s.stop_reason,
+                                               choices[0]["message"], p.version, forced=tuple(p.forced)))
+        return self.reply("chatcmpl", choices, p.ids, samples)
 
     def _choice(self, index: int, s: Sample, params: SamplingParams, opts: ChatOptions, forced: list[int]) -> dict:
         tok = self.tokenizer
@@ -344,17 +400,20 @@ class _Handlers:
         return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": finish}
 
     async def responses(self, body: dict, episode: str | None = None):
-        """The Responses API (`engines/responses.py`): its items as a chat, the reply as output items."""
+        """The Responses API (`engines/responses.py`): its items as a chat, the reply as output items;
+        streamed, its text goes out as it is sampled (`responses.live_events`)."""
         from agentic_rl.engines import responses
 
         chat = responses.to_chat(body)
-        reply = await self.complete(chat, self.options(chat, episode), episode)
-        response = responses.from_chat(reply, body)
+        opts = self.options(chat, episode)
         if body.get("stream"):
             from fastapi.responses import StreamingResponse
 
-            return StreamingResponse(sse(responses.events(response), named=True), media_type="text/event-stream")
-        return response
+            head = responses.response_head(body, self.name)
+            streams, tokens, done = self.live(chat, opts, episode)  # one choice: a response has one reply
+            return StreamingResponse(responses.live_events(head, body, streams[0], tokens, done),
+                                     media_type="text/event-stream")
+        return responses.from_chat(await self.complete(chat, opts, episode), body)
 
     async def episode_responses(self, episode: str, body: dict):
         return await self.responses(body, episode)

@@ -273,3 +273,115 @@ def test_a_streamed_chat_episode_records_exactly_the_sampled_tokens(tiny_server)
         sampled += ids
         messages += [{"role": "assistant", "content": content}, {"role": "user", "content": "And again?"}]
     assert len(sampled) == 10 and _trained(tiny_server, "streamed") == [sampled]
+
+
+class Gate:
+    """An engine whose decoding waits before the reply's last token until the client has seen content:
+    so the first content chunk must arrive while the engine is still decoding (`reached`: the tokens
+    sampled when it arrived). The wait is bounded: a server that sends nothing before the reply is
+    done makes the client see content only after every token."""
+
+    def __init__(self, engine, last: int):
+        import threading
+
+        self.engine, self.last, self.sampled, self.seen = engine, last, 0, threading.Event()
+        self.reached: int | None = None
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def session(self, *args):
+        session, gate = self.engine.session(*args), self
+
+        class Gated:
+            def run(self, prompts, params, on_stop, max_new=None, on_error=None, **kw):
+                hear = kw.pop("on_token", None)
+
+                def counted(row, token):
+                    gate.sampled += 1
+                    if gate.sampled == gate.last - 1:
+                        gate.seen.wait(timeout=20)
+                    hear(row, token)
+                kw.update(on_token=counted) if hear else None
+                session.run(prompts, params, lambda r, s: (setattr(gate, "sampled", gate.last), on_stop(r, s))[1],
+                            max_new, on_error, **kw)
+        return Gated()
+
+    def saw_content(self) -> None:
+        if self.reached is None:
+            self.reached = self.sampled
+            self.seen.set()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_streamed_reply_arrives_token_by_token_and_is_the_non_streamed_reply(tokenizer, api):
+    """The first content chunk reaches the `openai` client while the engine still decodes (the gate
+    holds the last token until it has), in more than one chunk, and the chunks concatenate to the
+    non-streamed reply of the same seed."""
+    from agentic_rl.models.loader import tiny_model
+
+    tokens = 16
+    gate = Gate(HFEngine(tiny_model(tokenizer, seed=0).eval(), tokenizer, "fp32"), tokens)
+    server = Server(create_app(gate, tokenizer))
+    try:
+        client = _client(server)
+        if api == "chat":
+            ask = {"model": "m", "messages": ASK, "max_tokens": tokens, "seed": 3}
+            whole = client.chat.completions.create(**ask).choices[0].message.content
+            gate.sampled, deltas = 0, []
+            for chunk in client.chat.completions.create(stream=True, **ask):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    gate.saw_content()
+                    deltas.append(chunk.choices[0].delta.content)
+        else:
+            ask = {"model": "m", "input": "What is 6*7?", "max_output_tokens": tokens, "extra_body": {"seed": 3}}
+            whole = client.responses.create(**ask).output_text
+            gate.sampled, deltas = 0, []
+            for event in client.responses.create(stream=True, **ask):
+                if event.type == "response.output_text.delta" and event.delta:
+                    gate.saw_content()
+                    deltas.append(event.delta)
+    finally:
+        server.stop()
+    assert "".join(deltas) == whole and len(whole) > 8
+    assert gate.reached is not None and gate.reached < tokens  # content came before the last token
+    assert len(deltas) > 1
+
+
+def test_a_streamed_call_sends_its_prose_first_and_the_call_once_parsed(scripted):
+    """A reply with prose and a call: the prose streams as content (never the call's opening), the
+    call comes as its deltas, and the content is the non-streamed reply's."""
+    server, script = scripted["hermes"]
+    client = _client(server)
+    script.replies[:] = ["Let me compute that.\n" + CALL] * 2
+    whole = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, max_tokens=64).choices[0]
+    chunks = [c.choices[0] for c in client.chat.completions.create(model="m", messages=ASK, tools=TOOLS,
+                                                                   max_tokens=64, stream=True) if c.choices]
+    contents = [c.delta.content for c in chunks if c.delta.content]
+    assert "".join(contents) == whole.message.content == "Let me compute that." and len(contents) > 1
+    first_call = next(i for i, c in enumerate(chunks) if c.delta.tool_calls)
+    assert all(not c.delta.tool_calls for c in chunks[:first_call]) and "<" not in "".join(contents)
+    args = "".join(d.function.arguments or "" for c in chunks for d in c.delta.tool_calls or ())
+    assert json.loads(args) == {"expression": "6*7"} and chunks[-1].finish_reason == "tool_calls"
+
+
+def test_a_streamed_reply_past_the_episodes_budget_shows_only_its_recorded_tokens(tokenizer):
+    """Streamed, a reply that runs past the episode's tokens sends the content of the recorded tokens
+    at most, then an error event (the `openai` client raises it), as the non-streamed call is a 400."""
+    from agentic_rl.engines.recorder import Limits
+
+    script = Script()
+    engine = ScriptedEngine(tokenizer, script)
+    server = Server(create_app(engine, tokenizer, recorder=Recorder(tokenizer, engine.eos_ids, limits=Limits(0, 4))))
+    reply = "one two three four five six seven eight"
+    script.replies[:] = [reply]
+    sent = ""
+    try:
+        with pytest.raises(openai.APIError, match="ran past its budget"):
+            for chunk in _client(server, "over").chat.completions.create(model="m", messages=ASK, max_tokens=64,
+                                                                        stream=True):
+                sent += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+    finally:
+        server.stop()
+    recorded = tokenizer.decode(tokenizer(reply, add_special_tokens=False)["input_ids"][:4])
+    assert sent and recorded.startswith(sent) and len(sent) < len(reply)  # the witness: some content went out

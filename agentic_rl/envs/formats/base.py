@@ -40,6 +40,8 @@ class ToolFormat(Protocol):
     # optional `call_end: str`: what the policy writes after a call that has no closing tag of its
     # own (the end-of-turn marker: Llama, Mistral, Gemma); "" when absent (`rollout/demos.py`)
     # optional `opens_with_bos: bool`: the rendering is read after the tokenizer's BOS (`formats.bos_text`)
+    # optional `call_openers: tuple[str, ...]`: where a call may start; the text before the first is
+    # prose whatever follows (a streamed reply sends it as it comes, `engines/sse.py`)
 
     def render_prompt(self, messages: Sequence[Mapping], tools: Sequence[Mapping] = ()) -> str:
         """The whole conversation so far, ending where the next action starts."""

@@ -10,7 +10,9 @@ messages the model reads as its observation (never an exception):
   PythonicCalls   Gemma's ```tool_code``` block of Python calls `name(key=value)`, or a bare list
                   `[name(key=value), ...]` as the whole action (vLLM `pythonic`)
 
-`prose(text)` is the text in front of the calls (an OpenAI message's `content`).
+`prose(text)` is the text in front of the calls (an OpenAI message's `content`); `call_openers` are
+the strings where a call may start, so the text before the first of them is prose whatever follows
+(what a streamed reply may send before its end, `engines/sse.py`).
 Pure strings, no torch.
 """
 
@@ -55,6 +57,7 @@ def _json_objects(text: str, sep: str) -> list[Any]:
 @dataclass(frozen=True)
 class LlamaJsonCalls:
     ends: tuple[str, ...] = ("<|eot_id|>", "<|eom_id|>")
+    call_openers = (PYTHON_TAG, "{")  # where a call may start: `prose` is the text before
 
     def _start(self, text: str) -> int:
         match = _JSON_CALL.search(text)
@@ -93,6 +96,7 @@ def _llama_call(item: Any) -> ToolCall:
 
 @dataclass(frozen=True)
 class MistralCalls:
+    call_openers = (TOOL_CALLS,)
     def prose(self, text: str) -> str:
         return text.split(TOOL_CALLS, 1)[0].rstrip()
 
@@ -114,6 +118,7 @@ class MistralCalls:
 
 @dataclass(frozen=True)
 class PythonicCalls:
+    call_openers = (TOOL_CODE_OPEN, "[")  # "[": a bare list of calls is the whole action
     def prose(self, text: str) -> str:
         if TOOL_CODE_OPEN in text:
             return text.split(TOOL_CODE_OPEN, 1)[0].rstrip()

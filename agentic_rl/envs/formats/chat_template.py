@@ -72,6 +72,11 @@ class ChatTemplateFormat:
         holds it (a format knows no tokenizer): `formats.bos_text` is what the caller puts in front."""
         return _opens_with_bos(self.template)
 
+    @property
+    def call_openers(self) -> tuple[str, ...]:
+        """Where a call may start in an action (its parser's): the text before the first is prose."""
+        return self.calls.call_openers
+
     def parse(self, text: str) -> ParsedAction:
         return self.calls.parse(text)
 
@@ -98,6 +103,8 @@ class ChatTemplateFormat:
 
 
 class CallParser(Protocol):
+    call_openers: tuple[str, ...]  # where a call may start: the text before the first is prose
+
     def parse(self, text: str) -> ParsedAction: ...
 
     def prose(self, text: str) -> str:

@@ -39,6 +39,7 @@ class HermesFormat:
     end_of_turn: str = IM_END
     default_system: str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    call_openers = (TOOL_CALL_OPEN,)  # the text before the first is prose, whatever follows
 
     # ---------------------------------------------------------------- rendering
     def render_system(self, content: str, tools: Sequence[Mapping] = ()) -> str:
