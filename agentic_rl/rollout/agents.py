@@ -15,7 +15,9 @@ return the ids they sampled and their logprobs), or a Ray worker's own copy (`tr
 
 Episodes run `concurrency` at once (`rollout.agent.concurrency`), so the engine batches their calls.
 An `async def` agent runs as a task on one event loop of this backend's; a plain function on a
-thread of a reused pool. The calls of a step's episodes all reach the engine at the policy version
+thread of a reused pool, or (`rollout.agent.pool: process`) in a worker process of a reused pool
+that the thread waits on (`agent_process.py`: a hung worker is killed at the episode's deadline, a
+dead one costs its episode). The calls of a step's episodes all reach the engine at the policy version
 the step samples with: the trainer syncs the weights only between steps (`trainer/producer.py`).
 
 Limits: the proxy holds each episode to the recipe's budget (`rollout.max_turns` calls,
@@ -47,7 +49,9 @@ from agentic_rl.engines.base import SamplingParams
 from agentic_rl.engines.managed import free_port
 from agentic_rl.engines.recorder import Limits, Recorder, trajectory
 from agentic_rl.faults import deadline
+from agentic_rl.registry import load_callable
 from agentic_rl.rewards.scoring import score_trajectory
+from agentic_rl.rollout.agent_process import ProcessAgent
 from agentic_rl.rollout.backends import Episodes, Progress
 from agentic_rl.rollout.loop import RolloutStats
 from agentic_rl.types import Task, Trajectory, TrajectoryGroup
@@ -101,6 +105,8 @@ class AgentRollouts:
         limits = Limits(episodes.budget.max_turns, episodes.budget.max_episode_tokens)
         self.proxy = Proxy(engine, tokenizer, episodes.params, history, limits)
         self.runner = _Loop() if inspect.iscoroutinefunction(agent) else _Threads("agentic-rl-agent")
+        if isinstance(agent, ProcessAgent) and concurrency:
+            agent.start(concurrency)  # their interpreters load the program while the proxy waits
 
     def rollout(self, tasks: Sequence[Task], group_size: int, seed: int, episode_seeds: Sequence[int] | None = None,
                 progress: Progress | None = None) -> tuple[list[TrajectoryGroup], RolloutStats]:
@@ -179,7 +185,7 @@ class AgentRollouts:
                 returned = self.agent(_task_dict(task), self.proxy.base_url(eid))
             error = None
         except Exception as e:  # noqa: BLE001 - the agent program's failure costs its episode only
-            returned, error = None, f"agent raised {type(e).__name__}: {e}"
+            returned, error = None, getattr(e, "why", None) or f"agent raised {type(e).__name__}: {e}"
         return self._finish(task, eid, returned, error)
 
     async def episode_async(self, task: Task, eid: str) -> Trajectory:
@@ -211,6 +217,15 @@ class AgentRollouts:
     def close(self) -> None:
         self.proxy.close()
         self.runner.close()
+        if isinstance(self.agent, ProcessAgent):
+            self.agent.close()
+
+
+def load_agent(program: str, pool: str = "thread") -> Agent:
+    """The agent `program` names (`rollout.agent.program`); `pool` `process`: a sync function runs in
+    worker processes (`agent_process.ProcessAgent`), an `async def` on the event loop as ever."""
+    fn = load_callable(program)
+    return ProcessAgent(program) if pool == "process" and not inspect.iscoroutinefunction(fn) else fn
 
 
 def _task_dict(task: Task) -> dict:

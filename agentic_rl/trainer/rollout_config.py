@@ -53,6 +53,10 @@ class AgentConfig:
     # episodes run at once (an `async def` agent's as tasks on one event loop, a function's on a pool of
     # threads), their calls batched by the engine; 0 = all of a step's (tasks x group)
     concurrency: int = 0
+    # where a sync agent function runs: thread (a reused pool of the trainer's threads) | process (a reused
+    # pool of worker processes, spawned; a hung worker is killed at timeout_s, a dead one costs its episode);
+    # an `async def` agent runs on one event loop either way
+    pool: Literal["thread", "process"] = "thread"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentic_rl.registry import Registry, load_callable
-from agentic_rl.rollout.agents import AgentRollouts
+from agentic_rl.rollout.agents import AgentRollouts, load_agent
 from agentic_rl.rollout.backends import Episodes, InProcess, Rollouts
 from agentic_rl.trainer.config import Config
 from agentic_rl.trainer.workers import RolloutWorkers
@@ -49,7 +49,7 @@ def _workers(s: RolloutSetting) -> RolloutWorkers:
 def _agent(s: RolloutSetting) -> AgentRollouts:
     ro = s.cfg.rollout
     concurrency, label = (s.cfg.eval.batch_size, "eval") if s.evaluation else (ro.agent.concurrency, "s")
-    return AgentRollouts(load_callable(ro.agent.program), s.engine, s.tokenizer, s.episodes, ro.agent.timeout_s, concurrency,
+    return AgentRollouts(load_agent(ro.agent.program, ro.agent.pool), s.engine, s.tokenizer, s.episodes, ro.agent.timeout_s, concurrency,
                          ro.agent.history, label)
 
 

@@ -38,9 +38,8 @@ from agentic_rl.engines.hf import HFEngine
 from agentic_rl.envs.registry import resolve_env
 from agentic_rl.failpoints import failpoint
 from agentic_rl.models import sharding
-from agentic_rl.registry import load_callable
 from agentic_rl.rewards.scoring import score_groups
-from agentic_rl.rollout.agents import AgentRollouts
+from agentic_rl.rollout.agents import AgentRollouts, load_agent
 from agentic_rl.rollout.backends import Episodes, Progress
 from agentic_rl.rollout.loop import RolloutStats, rollout
 from agentic_rl.trainer.config import Config
@@ -74,7 +73,7 @@ class RolloutWorker:
         self.episodes = episodes(resolve_env(cfg.env.name, cfg.env.options), cfg.env.options, cfg.rollout,
                                  reward=cfg.reward, policy=cfg.model.name)
         agent = cfg.rollout.agent
-        self.agents = AgentRollouts(load_callable(agent.program), self.engine, self.tokenizer, self.episodes,
+        self.agents = AgentRollouts(load_agent(agent.program, agent.pool), self.engine, self.tokenizer, self.episodes,
                                     agent.timeout_s, agent.concurrency, agent.history,
                                     label=f"w{index}s") if agent.program else None
 
