@@ -40,26 +40,26 @@ Endpoints (the token-id extensions are named as vLLM names them, so one client r
 
 Concurrent requests are batched: a worker thread takes every request waiting, groups them by
 sampling parameters and decodes each group in one engine session (the embedded engine's batching
-and shared-prefix prefill), while new requests queue for the next batch.
+and shared-prefix prefill), while new requests queue for the next batch (`engines/batching.py`). A
+handler awaits its request's future on the event loop, holding no thread, so any number wait at
+once; a streamed one is told each token as it is sampled and sends the content as it comes
+(`sse.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import queue
-import threading
 import time
 import uuid
 import zlib
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from jinja2 import TemplateError
 
 from agentic_rl.engines.base import Sample, SamplingParams
+from agentic_rl.engines.batching import BatchingWorker
 from agentic_rl.engines.openai_request import (
     BadRequest,
     ChatOptions,
@@ -69,16 +69,6 @@ from agentic_rl.engines.openai_request import (
 )
 from agentic_rl.engines.sse import ContentStream, chat_live
 from agentic_rl.envs.formats import ToolFormat, bos_text, format_of_template
-from agentic_rl.errors import UserDataError, UserFileError
-
-
-@dataclass
-class _Request:
-    prompt: list[int]
-    params: SamplingParams
-    seed: int | None = None  # its own random stream: the same draws whatever batch it lands in
-    on_token: Callable[[int], None] | None = None  # hears each token as it is sampled (a streamed reply)
-    future: Future = field(default_factory=Future)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,69 +81,6 @@ class _Pending:
     params: SamplingParams
     version: int
     seeds: list[int | None]
-
-
-class BatchingWorker:
-    """Decodes queued requests in batches on one thread; `load_weights` waits for the batch in flight."""
-
-    def __init__(self, engine, max_batch: int = 64):
-        self.engine, self.max_batch = engine, max_batch
-        self.queue: queue.Queue[_Request] = queue.Queue()
-        self.lock = threading.Lock()  # held while decoding and while loading weights
-        self._seed = 0
-        threading.Thread(target=self._loop, name="agentic-rl-serve", daemon=True).start()
-
-    def submit(self, prompt: list[int], params: SamplingParams, seed: int | None = None,
-               on_token: Callable[[int], None] | None = None) -> Future:
-        """The request's sample, as a future; `on_token(id)`: each of its tokens as it is sampled."""
-        request = _Request(prompt, params, seed, on_token)
-        self.queue.put(request)
-        return request.future
-
-    def _loop(self) -> None:
-        while True:
-            batch = [self.queue.get()]
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            groups: dict[tuple, list[_Request]] = {}
-            for r in batch:
-                groups.setdefault((r.params, r.seed is None), []).append(r)
-            with self.lock:
-                for (params, _), requests in groups.items():
-                    self._decode(params, requests)
-
-    def _decode(self, params: SamplingParams, requests: list[_Request]) -> None:
-        self._seed += 1
-        out: dict[int, Sample] = {}
-        seeds = {i: r.seed for i, r in enumerate(requests)} if requests[0].seed is not None else None
-        heard = {i: r.on_token for i, r in enumerate(requests) if r.on_token is not None}
-        # only a streamed request's batch is told its tokens: the others decode as they always did
-        hear = {"on_token": lambda row, token: heard[row](token) if row in heard else None} if heard else {}
-        try:
-            self.engine.session(self._seed, seeds).run({i: r.prompt for i, r in enumerate(requests)}, params,
-                                                       lambda row, s: out.__setitem__(row, s), **hear)
-        except Exception as e:  # the requests fail, the server lives
-            for r in requests:
-                r.future.set_exception(e)
-            return
-        for i, r in enumerate(requests):
-            r.future.set_result(out[i])
-
-    def load_weights(self, path: str) -> int:
-        from safetensors.torch import load_file
-
-        files = sorted(Path(path).glob("*.safetensors"))
-        if not files:
-            raise UserFileError(f"no *.safetensors in {path}")
-        state = {k: v for f in files for k, v in load_file(f).items()}
-        with self.lock:
-            missing, unexpected = self.engine.model.load_state_dict(state, strict=False)
-            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:  # a tied head is not saved
-                raise UserDataError(f"weights of another model: missing {missing[:3]}, unexpected {unexpected[:3]}")
-            return self.engine.sync_weights()
 
 
 def _stop_reason(sample: Sample, params: SamplingParams, tokenizer) -> tuple[str, str | None]:
@@ -360,7 +287,9 @@ class _Handlers:
         room = 0 if openers is None else self.recorder.room(episode) if episode is not None else None
         streams = {i: ContentStream(self.tokenizer, holds, self.engine.eos_ids, pending.forced, room)
                    for i in range(len(pending.seeds))}
-        return streams, tokens, asyncio.ensure_future(self._sampled(pending, body, opts, episode, hear))
+        done = asyncio.ensure_future(self._sampled(pending, body, opts, episode, hear))
+        done.add_done_callback(lambda t: t.cancelled() or t.exception())  # a client gone: its refusal is not lost noise
+        return streams, tokens, done
 
     def _prepare(self, body: dict, opts: ChatOptions, episode: str | None) -> _Pending:
         """The request's prompt and sampling, checked (a 400 names what is refused). A `tool_choice`
