@@ -38,7 +38,7 @@ from agentic_rl.rollout.hindsight import (
     failed_episodes,
     hindsight_corrections,
 )
-from agentic_rl.trainer.config import Config
+from agentic_rl.trainer.config import Config, RLConfig
 from agentic_rl.trainer.credit import Scorer, assign_credit, with_unadvantaged
 from agentic_rl.trainer.distributed import DataParallel
 from agentic_rl.trainer.loss_terms import Loss, build_loss
@@ -92,9 +92,7 @@ def rl_step(run: RLRun, step: int) -> StepRecord:
     # weights at most rl.max_staleness versions older than those this step updates
     produced, waited = run.producer.take(step)
     kept, sampled, stats, version = produced.kept, produced.sampled, produced.stats, produced.version
-    partial = rl.partial_rollout.turns_per_version > 0
-    staleness = (token_staleness(step, kept, run.engine.version, rl.max_staleness + rl.partial_rollout.max_versions - 1)
-                 if partial else {"staleness": staleness_of(step, version, run.engine.version, rl.max_staleness)})
+    staleness = batch_staleness(rl, step, kept, version, run.engine.version)
     policy_episodes = [t for g in scored(sampled) for t in g.trajectories]
     rollout_row = {**rollout_metrics(scored(sampled)), **infra_failures(sampled, step, rl.infra_warn_frac),
                    **hacking_rates(policy_episodes), **(produced.reward_metrics or {}),
@@ -154,6 +152,14 @@ def sync_samplers(run: RLRun) -> tuple[int, float | None]:
         version, gap = checked_sync(run.engine, run.model, run.probe)
         own = run.rollouts.sync(run.model, version, run.probe)
     return version, gap if own is None else own
+
+
+def batch_staleness(rl: RLConfig, step: int, kept: Sequence[TrajectoryGroup], sampled: int, current: int) -> dict[str, float]:
+    """The batch's staleness metrics, checked against their bound: per token with partial rollouts
+    (each turn's own version; bound k + max_versions - 1), else the batch's one version (bound k)."""
+    if rl.partial_rollout.turns_per_version > 0:
+        return token_staleness(step, kept, current, rl.max_staleness + rl.partial_rollout.max_versions - 1)
+    return {"staleness": staleness_of(step, sampled, current, rl.max_staleness)}
 
 
 def staleness_of(step: int, sampled: int, current: int, bound: int, what: str = "a batch",
