@@ -62,8 +62,8 @@ def _on(device: str, name: str, out):
 
 # make test: the plain recipe and the one whose figures moved most between devices (engine_logprob_abs_diff);
 # the other cases in make test-slow
-@pytest.mark.parametrize("name", ["tiny", "tiny_kl_entropy", *(pytest.param(n, marks=pytest.mark.slow)
-                                                               for n in ("tiny_gae", "tiny_hindsight", "tiny_lora_opd"))])
+@pytest.mark.parametrize("name", ["tiny_kl_entropy", *(pytest.param(n, marks=pytest.mark.slow)
+                                                      for n in ("tiny", "tiny_gae", "tiny_hindsight", "tiny_lora_opd"))])
 def test_a_run_on_another_device_trains_as_on_the_cpu(name, tmp_path):
     cpu = _on("cpu", name, tmp_path / "cpu")
     with on_guard_device():

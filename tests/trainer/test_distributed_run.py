@@ -150,6 +150,7 @@ def test_a_sharded_run_follows_the_ddp_run(uninterrupted, sharded):
     assert max(float((sft[0][k] - sft[1][k]).abs().max()) for k in sft[1]) < 1e-4
 
 
+@pytest.mark.slow  # a minute; make test keeps the sharded state's own resume checks
 def test_a_sharded_run_resumes_after_sigkill_as_if_uninterrupted(sharded, tmp_path):
     """Killed while writing its fourth state (RL step 2), resumed from RL step 1: the sharded optimizer
     state (gathered whole, keyed by name) comes back into each rank's shard; the run ends bit for bit

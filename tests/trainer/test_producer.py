@@ -39,7 +39,7 @@ def _steps(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("stage") == "rl" and "weight_version" in r]
 
 
-@pytest.mark.parametrize("k, staleness", [(1, [0, 1, 1, 1]), (2, [0, 1, 2, 2])])
+@pytest.mark.parametrize("k, staleness", [(1, [0, 1, 1, 1]), pytest.param(2, [0, 1, 2, 2], marks=pytest.mark.slow)])
 def test_each_batch_is_as_stale_as_the_schedule_says_and_the_run_reproduces(k, staleness, tmp_path):
     """Batch s is sampled by step s-1-k's weights (the first ones by the weights RL starts from), so
     its staleness is min(s - 1, k); two runs are identical, trajectories included."""

@@ -119,6 +119,7 @@ def test_resume_after_sigkill_mid_checkpoint_write(reference, tmp_path, nth):
     _assert_same_run(reference, out)
 
 
+@pytest.mark.slow  # make test keeps the kill mid checkpoint write and at a random point
 def test_resume_after_sigkill_mid_background_state_write(reference, tmp_path):
     """The same with `checkpoint.async_save`: the process dies in the writer thread, mid-way through
     the RL step-3 state; the resumed run still equals the reference (states written in place). That
@@ -182,6 +183,7 @@ def test_resume_with_a_batch_in_flight_after_sigkill_mid_checkpoint_write(refere
     _assert_same_run(reference_async, out)
 
 
+@pytest.mark.slow  # make test keeps the kill with a batch in flight mid checkpoint write
 @pytest.mark.parametrize("seed", [0])
 def test_resume_with_batches_in_flight_after_random_sigkill(reference_async, tmp_path, seed):
     rng = random.Random(seed)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentic_rl.trainer import loop
 from agentic_rl.trainer.config import load_config
 
@@ -26,6 +28,7 @@ GC_MARGIN = 32
 RSS_MARGIN_GB = 0.02
 
 
+@pytest.mark.slow  # twelve RL steps: a bound measured like a benchmark, in make test-slow
 def test_the_twelfth_rl_step_holds_what_the_fifth_held(tmp_path):
     cfg = load_config("recipes/tiny.yaml", [f"output_dir={tmp_path}", f"rl.steps={STEPS}", "log.memory_census=true",
                                             "eval.baselines=false", "sft.examples=0", "rl.tasks.per_step=1",
