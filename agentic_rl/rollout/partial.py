@@ -105,13 +105,12 @@ class InFlight:
         live = [ep for g in pool for ep in g.episodes if ep.rounds == 0 or ep.paused]
         continued = sum(ep.rounds > 0 for ep in live)
         generated, env_s = sum(ep.generated for ep in live), sum(ep.env_s for ep in live)
-        advanced, passes = {id(ep): ep for ep in live}, 0
+        advanced, passes = list(live), 0  # every episode this round decodes: the first pass takes them all
         while live:  # a pass that ends no group goes on under the same weights: every round ends one
             self._advance(engine, how, pool, live, seed + PASS_STRIDE * passes, per_episode, limit)
             passes += 1
             live = [] if any(not any(ep.paused for ep in g.episodes) for g in pool) else \
                 [ep for g in pool for ep in g.episodes if ep.paused]
-        advanced = list(advanced.values())
         self.groups = [g for g in pool if any(ep.paused for ep in g.episodes)]
         done = [TrajectoryGroup(g.task, tuple(finish(ep) for ep in g.episodes))
                 for g in pool if not any(ep.paused for ep in g.episodes)]

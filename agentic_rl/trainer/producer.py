@@ -266,10 +266,7 @@ def collect_partial(run: RLRun, seed: int, pool: InFlight, final: bool
     rl = run.cfg.rl
     tasks = run.sampler.sample(rl.tasks.per_step)
     out = run.rollouts.advance(pool, tasks, rl.tasks.group_size, seed, run.cfg.rollout.rng == "episode", final)
-    groups = out.groups
-    if rl.algorithm.process_reward:
-        turns = process_reward(rl.algorithm.process_reward, run.episodes.judge, run.cfg.reward.judge.turn_weight)
-        groups = apply_process_rewards(turns, groups)
+    groups = with_process_rewards(run, out.groups)
     run.sampler.update(scored(groups))
     return groups, out.stats, {"partial/groups_carried": float(out.carried),
                                "partial/episodes_continued": float(out.continued),
@@ -287,12 +284,18 @@ def sample_groups(run: RLRun, n: int, seed: int) -> tuple[list[TrajectoryGroup],
     tasks = [tasks[p] for p in positions]
     seeds = episode_seeds(seed, positions, rl.tasks.group_size) if run.cfg.rollout.rng == "episode" else None
     groups, stats = run.rollouts.rollout(tasks, rl.tasks.group_size, seed + 7_919_777 * w.rank, seeds)
-    if rl.algorithm.process_reward:  # per-turn rewards on top of the outcome (credited turn by turn)
-        turns = process_reward(rl.algorithm.process_reward, run.episodes.judge, run.cfg.reward.judge.turn_weight)
-        groups = apply_process_rewards(turns, groups)
-    groups, stats = gather_rollouts(groups, stats)
+    groups, stats = gather_rollouts(with_process_rewards(run, groups), stats)
     run.sampler.update(scored(groups))  # pass rates of what the policy did
     return groups, stats
+
+
+def with_process_rewards(run: RLRun, groups: list[TrajectoryGroup]) -> list[TrajectoryGroup]:
+    """The groups with the recipe's per-turn process rewards on top of the outcome (credited turn by
+    turn), or as they are when it names none."""
+    name = run.cfg.rl.algorithm.process_reward
+    if not name:
+        return groups
+    return apply_process_rewards(process_reward(name, run.episodes.judge, run.cfg.reward.judge.turn_weight), groups)
 
 
 def _with_spread(groups: Sequence[TrajectoryGroup]) -> list[TrajectoryGroup]:
