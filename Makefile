@@ -26,8 +26,10 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/agentic-rl train recipes/calculator.yaml
 
+# one pytest worker a core (pytest-xdist): every test's model work is single-threaded; a file's tests
+# stay on one worker (--dist loadfile), so a module's fixtures load once and its tests keep their order
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

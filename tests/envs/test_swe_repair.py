@@ -185,17 +185,18 @@ def test_the_instance_directory_is_checked(tmp_path):
 
 def _host_state() -> dict:
     """What an escape or a leak would change on the host: this process's fds and child processes,
-    the temp dir's entries, the memory cgroups of sandboxes, the shipped projects' bytes."""
+    the temp dir's entries, the memory cgroups of its sandboxes, the shipped projects' bytes."""
     me = os.getpid()
     children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == me]
     parent = memory_cgroup_parent()
+    mine = f"agentic-rl-sandbox-{me}-"  # this process's sandboxes: another process's may come and go meanwhile
     digest = hashlib.sha256()
     for path in sorted(data.PROJECTS_DIR.rglob("*")):
         if path.is_file():
             digest.update(path.read_bytes())
     return {"fds": len(os.listdir("/proc/self/fd")), "children": len(children),
             "tmp": sorted(os.listdir(tempfile.gettempdir())),
-            "cgroups": sorted(p.name for p in parent.iterdir() if p.name.startswith("agentic-rl-sandbox")) if parent else [],
+            "cgroups": sorted(p.name for p in parent.iterdir() if p.name.startswith(mine)) if parent else [],
             "projects": digest.hexdigest()}
 
 

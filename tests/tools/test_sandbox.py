@@ -135,6 +135,22 @@ def test_session_keeps_variables_and_recovers_from_a_timeout():
         assert after.stdout == "fresh\n" and "variables are gone" in after.stderr
 
 
+def test_a_cells_time_limit_does_not_count_the_interpreters_start(monkeypatch):
+    """Regression: the first cell of a session (and the first after a timeout, which restarts the
+    interpreter) had its deadline counted from before the interpreter started, so on a loaded machine
+    `print` timed out under a 0.2 s limit. The start has its own limit; here it is made 0.3 s long."""
+    start = PythonSession._start
+
+    def slow_start(self):
+        start(self)
+        time.sleep(0.3)
+    monkeypatch.setattr(PythonSession, "_start", slow_start)
+    with PythonSession(SandboxConfig(timeout_s=0.2)) as s:
+        assert s.run("print('first')").stdout == "first\n"
+        assert s.run("while True: pass").timed_out
+        assert s.run("print('after')").stdout == "after\n"
+
+
 def test_a_cell_reading_stdin_gets_end_of_file_like_a_one_shot_run():
     """The worker's protocol arrives on its stdin; a cell's `input()` must not block on it (a hang
     until the wall clock, the session's state lost) nor read a protocol line: it gets end-of-file at

@@ -99,7 +99,7 @@ class PythonSession:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return self._died(start)
-        line = self._read_line(start + self.config.timeout_s)
+        line = self._read_line(time.perf_counter() + self.config.timeout_s)  # the cell's time, not the start's
         if line is None:
             timed_out = self.proc.poll() is None
             if timed_out:
