@@ -102,7 +102,7 @@ def _episode(rec: dict, source: str, index: int, tokenizer) -> dict:
     advantages = rec.get("advantages") or [0.0] * len(rec.get("token_ids", []))
     tokens, at, in_tool, tail = [], 0, False, ""
     for k, turn in enumerate(rec["turns"]):
-        if turn.get("restart"):  # a marker, not a token: the context started over here (`Turn.restart`)
+        if k and turn.get("restart"):  # a marker, not a token: the context started over here (`Turn.restart`)
             tokens.append([_RESTART, 2, None, 0.0, 0])
         for ids, logprobs, sampled in ((turn["obs_ids"], [None] * len(turn["obs_ids"]), 0),
                                        (turn["action_ids"], turn["logprobs"], 1)):

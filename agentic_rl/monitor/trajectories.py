@@ -27,6 +27,7 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
         "terminated": t.terminated,
         "truncated": t.truncated,
         "error": t.error,
+        **({"infra_failure": t.infra_failure} if t.infra_failure is not None else {}),
         "turns": [
             {
                 "obs_text": tokenizer.decode(turn.obs_ids, skip_special_tokens=False),
@@ -38,14 +39,15 @@ def trajectory_record(t: Trajectory, tokenizer, advantages: Sequence[float] | No
                 "observation": turn.observation,
                 "tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in turn.tool_calls],
                 "tool_errors": turn.tool_errors,
+                **({"malformed_calls": turn.malformed_calls} if turn.malformed_calls else {}),
                 "reward": turn.reward,
                 "trained": turn.trained,
                 # the context started over here: obs_ids are the whole new prompt (`Turn.restart`)
-                **({"restart": True} if turn.restart and k else {}),
+                **({"restart": True} if turn.restart else {}),
                 # the weight version that sampled it, where the rollout records one (partial rollouts)
                 **({"version": turn.version} if turn.version is not None else {}),
             }
-            for k, turn in enumerate(t.turns)
+            for turn in t.turns
         ],
         "token_ids": t.token_ids(),
         "loss_mask": mask,

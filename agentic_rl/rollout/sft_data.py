@@ -69,12 +69,14 @@ def trajectory_from_record(record: Mapping) -> Trajectory:
         Turn(tuple(t["obs_ids"]), tuple(t["action_ids"]), tuple(t["logprobs"]), t["action_text"], t["stop_reason"],
              observation=t.get("observation", ""),
              tool_calls=tuple(ToolCall(c["name"], c["arguments"]) for c in t.get("tool_calls", ())),
-             tool_errors=t.get("tool_errors", 0), reward=t.get("reward"), trained=t.get("trained", True))
+             malformed_calls=t.get("malformed_calls", 0), tool_errors=t.get("tool_errors", 0),
+             reward=t.get("reward"), trained=t.get("trained", True), restart=t.get("restart", False),
+             version=t.get("version"))
         for t in record["turns"]
     )
     return Trajectory(task, turns, reward=record.get("reward", 0.0), reward_details=record.get("reward_details", {}),
                       terminated=record.get("terminated", False), truncated=record.get("truncated", False),
-                      error=record.get("error"))
+                      error=record.get("error"), infra_failure=record.get("infra_failure"))
 
 
 def teacher_demonstrations(engine, tokenizer, episodes, tasks: Sequence[Task], samples: int,

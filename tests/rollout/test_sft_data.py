@@ -8,9 +8,10 @@ import json
 import pytest
 
 from agentic_rl.envs.formats import HERMES
-from agentic_rl.monitor.trajectories import write_trajectories
+from agentic_rl.monitor.trajectories import read_episodes, write_trajectories
 from agentic_rl.rollout.sft_data import load_sft_file
 from agentic_rl.tools import calculator, function_schema
+from agentic_rl.types import Task, ToolCall, Trajectory, Turn
 
 TOOLS = [function_schema(calculator)]
 CONVERSATION = [
@@ -66,6 +67,22 @@ def test_trajectory_records_round_trip_and_rejection_sampling(tmp_path, tokenize
     kept = load_sft_file(records, HERMES, tokenizer, min_reward=1.0)
     assert len(kept) == 1 and kept[0].token_ids() == traj.token_ids() and kept[0].loss_mask() == traj.loss_mask()
     assert len(load_sft_file(records, HERMES, tokenizer, min_reward=0.0)) == 2
+
+
+def test_a_trajectory_read_back_is_the_trajectory_written(tmp_path, tokenizer):
+    """Every field of an episode survives its file (the SFT source, `read_episodes`): a restart moves
+    the context cut (`segment_ids`), an infra failure zeroes the loss mask, a version is what the
+    partial-rollout staleness is computed from; logprobs are written to 5 decimals, so these have 5."""
+    task = Task("t1", "q", "42", {"split": "train"})
+    turns = (Turn((1, 2), (3, 4), (-0.5, -0.25), "a", "stop", observation="o", restart=True, version=3,
+                  tool_calls=(ToolCall("calculator", {"expression": "6*7"}),), malformed_calls=1, tool_errors=2),
+             Turn((5,), (6,), (-0.125,), "b", "eos", reward=0.5, trained=False, restart=True, version=4))
+    written = [Trajectory(task, turns, reward=1.0, reward_details={"format": 1.0}, terminated=True),
+               Trajectory(task, turns[:1], truncated=True, error="boom", infra_failure="env_step")]
+    write_trajectories(tmp_path / "trajectories" / "step_1.jsonl", written, tokenizer)
+    read = read_episodes(tmp_path, with_errors=True)
+    assert read == written
+    assert read[0].segment_ids() == [0] * 4 + [1] * 2 and read[1].loss_mask() == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize(("line", "message"), [
