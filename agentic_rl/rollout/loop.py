@@ -68,6 +68,7 @@ class EpisodeState:
     round_turns: int = 0  # its turns in the current round
     paused: bool = False  # stopped at the round's turn limit: it goes on in the next round
     span_cut: bool = False  # ended as truncated at the most rounds an episode may take
+    env_steps: list[int] = field(default_factory=list)  # the turns the env stepped (not a summary): `replay`
 
     @property
     def generated(self) -> int:
@@ -151,6 +152,7 @@ def advance(engine: Engine, episodes: Sequence[EpisodeState], params: SamplingPa
             result = _step(ep.env, sample.text, budget.step_timeout_s)
             ep.env_s += time.perf_counter() - t0
             obs_ids = _observe(ep, sample, result, tokenizer, budget)
+            ep.env_steps.append(len(ep.turns))
             ep.turns.append(_turn(ep, sample, result, limit.version))
             ep.round_turns += 1
             if obs_ids is not None and budget.context is not None:
@@ -238,6 +240,31 @@ def _start(task: Task, env: Env, tokenizer) -> EpisodeState:
             ep.error = f"reset failed: {type(e).__name__}: {e}"
     ep.infra_failure, ep.env_s = "reset", time.perf_counter() - t0
     return ep
+
+
+def replay(ep: EpisodeState, make_env: Callable[[], Env], timeout_s: float = 0.0) -> bool:
+    """Give a paused episode saved without its env (a state checkpoint) a new env in the state the
+    old one was left in: reset on its task, then stepped with each of its actions the env saw. True
+    when the env answered every one as it had (its prompt, observations, tool calls and rewards);
+    False, and no env, when it did not: an env whose replies depend on more than its task and the
+    actions (the clock, a service) cannot be rebuilt, and the episode must start over."""
+    env = make_env()
+    try:
+        same = list(env.reset(ep.task)) == ep.prompt
+        for i in ep.env_steps:
+            if not same:
+                break
+            turn, result = ep.turns[i], _step(env, ep.turns[i].action_text, timeout_s)
+            same = (tuple(result.tool_calls) == tuple(turn.tool_calls) and result.tool_errors == turn.tool_errors
+                    and "".join(m["content"] for m in result.observation) == turn.observation
+                    and (result.reward or None) == turn.reward and not (result.terminated or result.truncated))
+    except Exception:  # noqa: BLE001 - an env that cannot be rebuilt restarts its episode
+        same = False
+    if not same:
+        close_env(env)
+        return False
+    ep.env = env
+    return True
 
 
 def _step(env: Env, action: str, timeout_s: float = 0.0) -> StepResult:

@@ -10,16 +10,21 @@ its last episode ends; an episode that would be decoded in more than `max_versio
 truncated at the end of its last one (`span_cut`). The round where the run ends takes every
 episode to its end. Where an episode stops depends on turn counts only, never on timing.
 
-Only the ordinary carry from one round to the next keeps an episode's env. A rollback (the weights
-change out of turn) and a resume from a state checkpoint (envs are not saved) restart the groups in
-flight from their tasks: they go on as fresh groups of the next round, their tokens dropped, so a
-task still trains once, and nothing sampled before a rollback trains after it.
+A rollback (the weights change out of turn) restarts the groups in flight from their tasks: they
+go on as fresh groups of the next round, their tokens dropped, so a task still trains once, and
+nothing sampled before a rollback trains after it. A state checkpoint keeps the groups in flight
+with their episodes but not their envs (`saved`); a resumed run gives each paused episode a new env
+by replaying its actions into it (`rollout/loop.py` `replay`), so it goes on as the run never
+stopped. A group one of whose envs answers the replay otherwise (an env whose replies depend on more
+than the task and the actions) restarts from its task, as after a rollback.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,6 +37,7 @@ from agentic_rl.rollout.loop import (
     advance,
     episode_seeds,
     finish,
+    replay,
     start_episodes,
 )
 from agentic_rl.types import Task, TrajectoryGroup
@@ -61,6 +67,15 @@ class RoundResult:
     span_cut: int  # episodes it ended at the most versions one may span
 
 
+@dataclass(frozen=True)
+class SavedPool:
+    """What a state checkpoint keeps of the pool: the tasks to restart, and the groups in flight
+    with their episodes as they stand, each without its env."""
+
+    pending: tuple[Task, ...] = ()
+    groups: tuple[_Group, ...] = ()
+
+
 @dataclass
 class InFlight:
     """The groups not yet over, carried from round to round, and the tasks to restart (`restart`)."""
@@ -78,6 +93,28 @@ class InFlight:
         """The groups in flight start over from `tasks` in the next round (their envs closed)."""
         self.close()
         self.pending = list(tasks)
+
+    def saved(self) -> SavedPool:
+        """The pool as a checkpoint keeps it (copies: the pool goes on meanwhile)."""
+        return SavedPool(tuple(self.pending), tuple(
+            _Group(g.task, [copy.deepcopy(dataclasses.replace(ep, env=None)) for ep in g.episodes], list(g.seeds))
+            for g in self.groups))
+
+    def revive(self, saved: SavedPool, make_env: Callable, timeout_s: float = 0.0) -> list[Task]:
+        """Put back the pool a checkpoint kept: each paused episode gets a new env by `replay`; a
+        group one of whose envs does not replay starts over from its task (in the next round, after
+        the checkpoint's own pending tasks). Returns the tasks started over."""
+        self.pending, restarted = list(saved.pending), []
+        for g in copy.deepcopy(saved.groups):
+            paused = [ep for ep in g.episodes if ep.paused]
+            if all(replay(ep, make_env, timeout_s) for ep in paused):
+                self.groups.append(g)
+            else:
+                for ep in paused:
+                    close_env(ep.env)
+                restarted.append(g.task)
+        self.pending += restarted
+        return restarted
 
     def close(self) -> None:
         for g in self.groups:

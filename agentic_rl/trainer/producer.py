@@ -26,8 +26,9 @@ versions, never one round: the lock and `before_sync` are as above, and where an
 depends on turn counts only, so the run stays reproducible. Each turn records its version and a
 batch's staleness is counted per token, bounded by k + max_versions - 1. A rollback restarts the
 groups in flight before the first dropped batch from their tasks (`partial_before`: their tokens
-were partly sampled by the weights rolled back from); a state checkpoint keeps their tasks
-(`in_flight_tasks`), and a resume restarts them (an env is not saved).
+were partly sampled by the weights rolled back from); a state checkpoint keeps the groups in flight
+without their envs (`in_flight_pool`), and a resume rebuilds each env by replaying its episode's
+actions (`rollout/partial.py`), so the resumed run is the uninterrupted one.
 
 A rollback after step r (`discard(r)`) changes the weights out of turn: the batches produced for
 the steps after r were sampled by the weights rolled back from, so they are dropped and produced
@@ -58,7 +59,7 @@ from agentic_rl.algorithms.dapo import dynamic_sampling_keep
 from agentic_rl.rewards.base import new_step, step_metrics
 from agentic_rl.rewards.process import apply_process_rewards, process_reward
 from agentic_rl.rollout.loop import RolloutStats, episode_seeds
-from agentic_rl.rollout.partial import InFlight
+from agentic_rl.rollout.partial import InFlight, SavedPool
 from agentic_rl.trainer.distributed import gather_rollouts, world
 from agentic_rl.types import Task, TrajectoryGroup
 
@@ -91,11 +92,14 @@ class Producer:
     sync, `synced(step)` once the step is over (its sync, evaluation, checkpoint); `close()` at the end."""
 
     def __init__(self, run: RLRun, first: int, last: int, max_staleness: int,
-                 restored: dict[int, Produced] | None = None, restarted: Sequence[Task] = ()):
-        """`restored`: the batches a state checkpoint held; `restarted`: the tasks it had in flight
-        (partial rollouts), started over in the next round."""
+                 restored: dict[int, Produced] | None = None, pool: SavedPool | None = None):
+        """`restored`: the batches a state checkpoint held; `pool`: the groups it had in flight
+        (partial rollouts), put back (`restarted`: the tasks of those whose envs did not replay)."""
         self.run, self.last, self.k = run, last, max_staleness
-        self.partial = in_flight_pool(run.cfg.rl.partial_rollout, restarted)
+        self.partial = in_flight_pool(run.cfg.rl.partial_rollout)
+        self.restarted: list[Task] = []
+        if self.partial is not None and pool is not None:
+            self.restarted = self.partial.revive(pool, run.episodes.make_env, run.episodes.budget.step_timeout_s)
         self.engine_lock = threading.RLock()  # held for a batch, a sync, a hindsight correction
         self._cond = threading.Condition()
         self._synced = first - 1  # the last step over: the sampler holds its weights
@@ -145,12 +149,12 @@ class Producer:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
             return dict(self._ready)
 
-    def in_flight_tasks(self) -> list[Task]:
-        """Partial rollouts: the tasks whose groups are in flight after the last batch produced (a
-        resume starts them over: their envs are not saved); [] without partial rollouts."""
+    def in_flight_pool(self) -> SavedPool | None:
+        """Partial rollouts: the groups in flight after the last batch produced, without their envs
+        (a resume rebuilds them); None without partial rollouts."""
         with self._cond:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
-            return self.partial.tasks() if self.partial is not None else []
+            return self.partial.saved() if self.partial is not None else None
 
     def discard(self, step: int) -> None:
         """Step `step` changed the weights out of turn (a rollback): drop the batches not yet taken
@@ -248,14 +252,14 @@ def collect(run: RLRun, seed: int) -> tuple[list[TrajectoryGroup], list[Trajecto
     return kept[:per_step], sampled, RolloutStats.total(rounds, sum(st.seconds for st in rounds))
 
 
-def in_flight_pool(options: PartialRolloutConfig, restarted: Sequence[Task] = ()) -> InFlight | None:
+def in_flight_pool(options: PartialRolloutConfig) -> InFlight | None:
     """The pool of groups carried from round to round (`rollout/partial.py`); None when off."""
     if not options.turns_per_version:
         return None
     if world().size > 1:
         raise RuntimeError("rl.partial_rollout runs on one process: data-parallel ranks would each carry "
                            "episodes of their own")
-    return InFlight(options.turns_per_version, options.max_versions, pending=list(restarted))
+    return InFlight(options.turns_per_version, options.max_versions)
 
 
 def collect_partial(run: RLRun, seed: int, pool: InFlight, final: bool

@@ -65,15 +65,18 @@ def run_rl(shared: Run, saved: SavedState | None = None) -> None:
     shared.cfg = cfg
     run, monitor, remedies = _setup(model, tokenizer, engine, spec, cfg, logger)
     try:
-        in_flight, restarted = {}, []
+        in_flight, pool = {}, None
         if saved is not None and progress.rl_step > 0:
-            in_flight, restarted = _resume(run, monitor, remedies, saved, store)
+            in_flight, pool = _resume(run, monitor, remedies, saved, store)
         else:
             logger.log({"step": 0, "stage": "event", "event": "memory_estimate", **memory})
             if run.scorer.reference is not None:
                 store.save_reference(run.scorer.reference)
         run.rollouts.sync(model, engine.version, run.probe)  # a backend's own samplers get the weights as they are
-        run.producer = Producer(run, progress.rl_step + 1, cfg.rl.steps, cfg.rl.max_staleness, in_flight, restarted)
+        run.producer = Producer(run, progress.rl_step + 1, cfg.rl.steps, cfg.rl.max_staleness, in_flight, pool)
+        if pool is not None and (pool.groups or pool.pending):
+            logger.log({"step": progress.rl_step, "stage": "event", "event": "partial_rollouts_resumed",
+                        "groups": len(pool.groups), "restarted": len(run.producer.restarted) + len(pool.pending)})
         _steps(run, cfg, monitor, remedies, store, progress)
     finally:
         if run.producer is not None:
@@ -288,14 +291,14 @@ def _save(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, store: State
         "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy,
         "hacking_monitor": dataclasses.asdict(run.hacking),
         "in_flight": run.producer.in_flight(),
-        **({"partial_in_flight": run.producer.in_flight_tasks()} if run.producer.partial is not None else {})})
+        **({"partial_pool": run.producer.in_flight_pool()} if run.producer.partial is not None else {})})
 
 
 def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: SavedState,
             store: StateStore) -> tuple[dict, list]:
     """Everything the loop carries, as it was at the saved step; returns the batches produced for the
     steps after it (`producer.py`: restored, not sampled again) and, with partial rollouts, the
-    tasks whose groups were in flight (started over: an env is not saved; logged as an event)."""
+    groups that were in flight (their envs rebuilt by the producer: `rollout/partial.py`)."""
     extras = saved.load("extras")
     sharding.load_optimizer_state(run.model, run.optimizer, saved.load("optimizer"))
     if run.scorer.critic is not None:
@@ -309,8 +312,4 @@ def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: Sav
         setattr(run.hacking, k, v)
     remedies.healthy = extras["healthy"]
     run.reconfigure(with_values(run.cfg, saved.progress.remedied))
-    restarted = extras.get("partial_in_flight", [])
-    if restarted:
-        run.logger.log({"step": saved.progress.rl_step, "stage": "event", "event": "partial_rollouts_restarted",
-                        "groups": len(restarted)})
-    return extras.get("in_flight", {}), restarted
+    return extras.get("in_flight", {}), extras.get("partial_pool")

@@ -5,6 +5,7 @@ restarts the groups in flight with nothing sampled before it training after it."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -101,36 +102,95 @@ def test_a_rollback_restarts_the_groups_in_flight(tmp_path, monkeypatch, at):
     assert not Counter(restarted) - Counter(g.task.id for g in after)  # each restarted task trains after
 
 
-def test_a_resume_restarts_the_groups_in_flight(tmp_path, monkeypatch):
-    """A state checkpoint holds the tasks whose groups were in flight (their envs are not saved): a
-    run resumed from it logs that it restarts them (`partial_rollouts_restarted`, their count) and
-    trains each of them, rather than losing them."""
+def _resumed_from(a, name: str, out, monkeypatch, *overrides) -> list[tuple[int, list]]:
+    """Run `a` as it stood at its state checkpoint `name`, resumed into `out`: the groups each step
+    after it trained."""
     import shutil
 
-    import torch
-
-    from agentic_rl.trainer.config import load_config as load
-
-    a = tmp_path / "a"
-    _run(a, monkeypatch, "checkpoint.keep_last=0")
-    states = sorted((a / "checkpoints" / "state").glob("*-rl-step*"))
-    held = {s.name: torch.load(s / "extras.pt", weights_only=False).get("partial_in_flight") for s in states}
-    assert held[states[-1].name] == []  # the last round ended every episode
-    name = next(n for n in sorted(held) if held[n])  # a state with groups in flight
-    b = tmp_path / "b"
-    shutil.copytree(a, b)
-    for later in [s for s in states if s.name > name]:  # the run as it stood at that state
-        shutil.rmtree(b / "checkpoints" / "state" / later.name)
+    shutil.copytree(a, out)
+    for later in [s for s in (out / "checkpoints" / "state").glob("*-rl-step*") if s.name > name]:
+        shutil.rmtree(later)
     trained, take = [], Producer.take
 
     def taking(self, step):
         produced, waited = take(self, step)
-        trained.extend(g.task.id for g in produced.kept)
+        trained.append((step, produced.kept))
         return produced, waited
     monkeypatch.setattr(Producer, "take", taking)
-    train(load("recipes/tiny.yaml", [*BASE, "checkpoint.keep_last=0", f"output_dir={b}"]),
-          resume=str(b / "checkpoints" / "state" / name))
-    events = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
-    events = [e for e in events if e.get("event") == "partial_rollouts_restarted"]
-    assert [e["groups"] for e in events] == [len(held[name])]
-    assert not Counter(t.id for t in held[name]) - Counter(trained)
+    train(load_config("recipes/tiny.yaml", [*BASE, "checkpoint.keep_last=0", *overrides, f"output_dir={out}"]),
+          resume=str(out / "checkpoints" / "state" / name))
+    monkeypatch.setattr(Producer, "take", take)
+    return trained
+
+
+def _rows(out) -> list[dict]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith(MACHINE_PREFIXES)} for r in rows if r.get("stage") != "event"]
+
+
+def test_a_resume_at_every_step_with_groups_in_flight_is_the_run_never_stopped(tmp_path, monkeypatch):
+    """A state checkpoint holds the groups in flight with their episodes, not their envs; a run
+    resumed from any state with groups in flight rebuilds each paused episode's env by replaying its
+    actions (the long-tail env counts its turns, so an env made afresh would end the episode at the
+    wrong turn) and is the uninterrupted run: the same rows, trajectories (each turn's version
+    included) and weights. Regression: the groups were restarted from their tasks, so the resumed run
+    trained other tokens than the uninterrupted one."""
+    import torch
+    from safetensors.torch import load_file
+
+    a = tmp_path / "a"
+    _, trained, _ = _run(a, monkeypatch, "checkpoint.keep_last=0")
+    monkeypatch.undo()  # the run's recorders
+    states = sorted((a / "checkpoints" / "state").glob("*-rl-step*"))
+    held = {s.name: torch.load(s / "extras.pt", weights_only=False)["partial_pool"] for s in states}
+    assert not held[states[-1].name].groups  # the last round ended every episode
+    names = [n for n in sorted(held) if held[n].groups]
+    assert names  # states with groups in flight, some episode of which has already taken a turn
+    assert any(ep.turns for n in names for g in held[n].groups for ep in g.episodes if ep.paused)
+    for name in names:
+        b = tmp_path / f"from-{name}"
+        after = _resumed_from(a, name, b, monkeypatch)
+        step = int(name.rsplit("step", 1)[1])
+        assert [(s, [g.task.id for g in gs]) for s, gs in after] == [
+            (s, [g.task.id for g in gs]) for s, gs in trained if s > step], name
+        assert _rows(b) == _rows(a), name
+        assert (b / "trajectories/rl.jsonl").read_bytes() == (a / "trajectories/rl.jsonl").read_bytes(), name
+        wa, wb = load_file(a / "checkpoints/rl/model.safetensors"), load_file(b / "checkpoints/rl/model.safetensors")
+        assert all(torch.equal(wa[k], wb[k]) for k in wa), name
+        events = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
+        resumed = [e for e in events if e.get("event") == "partial_rollouts_resumed"]
+        assert [(e["groups"], e["restarted"]) for e in resumed] == [(len(held[name].groups), 0)], name
+
+
+def test_a_group_whose_env_does_not_replay_restarts_from_its_task(tmp_path, monkeypatch):
+    """An env whose replies depend on more than its task and the actions (here: a counter of the
+    process's resets, as a clock or a service would) cannot be rebuilt: its group starts over from
+    its task, the resume says how many did, and each of them trains after it rather than being lost."""
+    from tests.rollout import long_tail_env
+
+    a = tmp_path / "a"
+    _run(a, monkeypatch, "checkpoint.keep_last=0")
+    monkeypatch.undo()
+    states = sorted((a / "checkpoints" / "state").glob("*-rl-step*"))
+    import torch
+
+    held = {s.name: torch.load(s / "extras.pt", weights_only=False)["partial_pool"] for s in states}
+    name = next(n for n in sorted(held) if held[n].groups)
+    resets, step = [0], long_tail_env.LongTailEnv.step
+
+    def drifting(self, action):  # the observation carries how many resets the process has made
+        result = step(self, action)
+        return dataclasses.replace(result, observation=tuple({**m, "content": m["content"] + f" [{resets[0]}]"}
+                                                             for m in result.observation))
+    reset = long_tail_env.LongTailEnv.reset
+
+    def counting(self, task):
+        resets[0] += 1
+        return reset(self, task)
+    monkeypatch.setattr(long_tail_env.LongTailEnv, "step", drifting)
+    monkeypatch.setattr(long_tail_env.LongTailEnv, "reset", counting)
+    after = _resumed_from(a, name, tmp_path / "b", monkeypatch)
+    events = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    resumed = [e for e in events if e.get("event") == "partial_rollouts_resumed"]
+    assert [e["restarted"] for e in resumed] == [len(held[name].groups) + len(held[name].pending)]
+    assert not Counter(g.task.id for g in held[name].groups) - Counter(g.task.id for _, gs in after for g in gs)
