@@ -1,6 +1,7 @@
 """The RL update padded against packed (`rl.optim.pack`): its time and peak memory, side by side.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_packing.py [--mixes main_job,long_tail] [--model smollm2]
+        [--precision fp32]
 
 Each (mix, arm) is one `rl_update` of SmolLM2-135M-Instruct on the same groups, in a process of its
 own (one torch thread, the calculator recipe's precision and loss), after a warm-up update on one
@@ -23,7 +24,8 @@ and a 22-token question of each group's own:
 
 Rows of mixes not run are kept from the existing file, so one mix can be measured again alone.
 
-Written to benchmarks/results/packing.json.
+Written to benchmarks/results/packing.json; with `--precision P` (the recipe's precision replaced,
+`fp32` to tell rounding from a difference of the two paths) to packing_P.json.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def mix(name: str, seed: int = 0) -> list:
     raise SystemExit(f"unknown mix {name!r}; known: main_job, long_tail")
 
 
-def run_arm(mix_name: str, arm: str, model_name: str) -> dict:
+def run_arm(mix_name: str, arm: str, model_name: str, precision: str = "") -> dict:
     """In this process: a warm-up update, then the measured one."""
     import torch
 
@@ -97,7 +99,8 @@ def run_arm(mix_name: str, arm: str, model_name: str) -> dict:
 
     torch.set_num_threads(1)
     cfg = load_config(str(ROOT / "recipes" / "calculator.yaml"),
-                      [f"model.name={model_name}", *ARMS[arm], *MIX_OPTIONS[mix_name]])
+                      [f"model.name={model_name}", *ARMS[arm], *MIX_OPTIONS[mix_name],
+                       *([f"model.precision={precision}"] if precision else [])])
     model, tokenizer = load_model(model_name)
     if cfg.model.gradient_checkpointing:
         enable_gradient_checkpointing(model)
@@ -127,17 +130,20 @@ def main() -> None:
     p.add_argument("--mixes", default="main_job,long_tail")
     p.add_argument("--model", default="smollm2")
     p.add_argument("--arm", nargs=2, metavar=("MIX", "ARM"), help=argparse.SUPPRESS)  # one arm, in this process
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--precision", default="", help="replace the recipe's model.precision (fp32, bf16)")
+    p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     if args.arm:
-        print(json.dumps(run_arm(*args.arm, args.model)))
+        print(json.dumps(run_arm(*args.arm, args.model, args.precision)))
         return
+    args.out = args.out or (RESULTS.with_name(f"packing_{args.precision}.json") if args.precision else RESULTS)
     mixes = args.mixes.split(",")
     kept = json.loads(args.out.read_text())["arms"] if args.out.exists() else []
     rows = [r for r in kept if r["mix"] not in mixes]
     for m in mixes:
         for arm in ARMS:
-            out = subprocess.run([sys.executable, __file__, "--arm", m, arm, "--model", args.model], check=True,
+            out = subprocess.run([sys.executable, __file__, "--arm", m, arm, "--model", args.model,
+                                  "--precision", args.precision], check=True,
                                  cwd=ROOT, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
