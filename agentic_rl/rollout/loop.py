@@ -251,10 +251,10 @@ def replay(ep: EpisodeState, make_env: Callable[[], Env], timeout_s: float = 0.0
     env = make_env()
     try:
         same = list(env.reset(ep.task)) == ep.prompt
-        for i in ep.env_steps:
+        for turn in (ep.turns[i] for i in ep.env_steps):
             if not same:
                 break
-            turn, result = ep.turns[i], _step(env, ep.turns[i].action_text, timeout_s)
+            result = _step(env, turn.action_text, timeout_s)
             same = (tuple(result.tool_calls) == tuple(turn.tool_calls) and result.tool_errors == turn.tool_errors
                     and "".join(m["content"] for m in result.observation) == turn.observation
                     and (result.reward or None) == turn.reward and not (result.terminated or result.truncated))

@@ -101,20 +101,19 @@ class InFlight:
             for g in self.groups))
 
     def revive(self, saved: SavedPool, make_env: Callable, timeout_s: float = 0.0) -> list[Task]:
-        """Put back the pool a checkpoint kept: each paused episode gets a new env by `replay`; a
-        group one of whose envs does not replay starts over from its task (in the next round, after
-        the checkpoint's own pending tasks). Returns the tasks started over."""
-        self.pending, restarted = list(saved.pending), []
-        for g in copy.deepcopy(saved.groups):
+        """Put back the pool a checkpoint kept (its episodes are taken over, not copied): each paused
+        episode gets a new env by `replay`; a group one of whose envs does not replay starts over
+        from its task, after the checkpoint's own pending tasks. Returns every task started over."""
+        self.pending = list(saved.pending)
+        for g in saved.groups:
             paused = [ep for ep in g.episodes if ep.paused]
             if all(replay(ep, make_env, timeout_s) for ep in paused):
                 self.groups.append(g)
             else:
                 for ep in paused:
                     close_env(ep.env)
-                restarted.append(g.task)
-        self.pending += restarted
-        return restarted
+                self.pending.append(g.task)
+        return list(self.pending)
 
     def close(self) -> None:
         for g in self.groups:

@@ -27,7 +27,7 @@ depends on turn counts only, so the run stays reproducible. Each turn records it
 batch's staleness is counted per token, bounded by k + max_versions - 1. A rollback restarts the
 groups in flight before the first dropped batch from their tasks (`partial_before`: their tokens
 were partly sampled by the weights rolled back from); a state checkpoint keeps the groups in flight
-without their envs (`in_flight_pool`), and a resume rebuilds each env by replaying its episode's
+without their envs (`saved_pool`), and a resume rebuilds each env by replaying its episode's
 actions (`rollout/partial.py`), so the resumed run is the uninterrupted one.
 
 A rollback after step r (`discard(r)`) changes the weights out of turn: the batches produced for
@@ -94,7 +94,8 @@ class Producer:
     def __init__(self, run: RLRun, first: int, last: int, max_staleness: int,
                  restored: dict[int, Produced] | None = None, pool: SavedPool | None = None):
         """`restored`: the batches a state checkpoint held; `pool`: the groups it had in flight
-        (partial rollouts), put back (`restarted`: the tasks of those whose envs did not replay)."""
+        (partial rollouts), put back (`restarted`: the tasks that start over, those whose envs did not
+        replay among them)."""
         self.run, self.last, self.k = run, last, max_staleness
         self.partial = in_flight_pool(run.cfg.rl.partial_rollout)
         self.restarted: list[Task] = []
@@ -149,7 +150,7 @@ class Producer:
             assert not self._busy, "the producer is mid-batch: call between a sync and synced()"
             return dict(self._ready)
 
-    def in_flight_pool(self) -> SavedPool | None:
+    def saved_pool(self) -> SavedPool | None:
         """Partial rollouts: the groups in flight after the last batch produced, without their envs
         (a resume rebuilds them); None without partial rollouts."""
         with self._cond:

@@ -30,6 +30,7 @@ from agentic_rl.monitor.collapse import CollapseMonitor
 from agentic_rl.monitor.hacking import HackingMonitor
 from agentic_rl.monitor.logger import MetricsLogger
 from agentic_rl.rollout.hindsight import reference_solutions
+from agentic_rl.rollout.partial import SavedPool
 from agentic_rl.trainer.config import Config, TaskConfig, with_values
 from agentic_rl.trainer.credit import Scorer
 from agentic_rl.trainer.critic import make_critic
@@ -76,7 +77,7 @@ def run_rl(shared: Run, saved: SavedState | None = None) -> None:
         run.producer = Producer(run, progress.rl_step + 1, cfg.rl.steps, cfg.rl.max_staleness, in_flight, pool)
         if pool is not None and (pool.groups or pool.pending):
             logger.log({"step": progress.rl_step, "stage": "event", "event": "partial_rollouts_resumed",
-                        "groups": len(pool.groups), "restarted": len(run.producer.restarted) + len(pool.pending)})
+                        "groups": len(pool.groups), "restarted": len(run.producer.restarted)})
         _steps(run, cfg, monitor, remedies, store, progress)
     finally:
         if run.producer is not None:
@@ -291,14 +292,15 @@ def _save(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, store: State
         "sampler": run.sampler.state_dict(), "monitor": dataclasses.asdict(monitor), "healthy": remedies.healthy,
         "hacking_monitor": dataclasses.asdict(run.hacking),
         "in_flight": run.producer.in_flight(),
-        **({"partial_pool": run.producer.in_flight_pool()} if run.producer.partial is not None else {})})
+        **({"partial_pool": run.producer.saved_pool()} if run.producer.partial is not None else {})})
 
 
 def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: SavedState,
-            store: StateStore) -> tuple[dict, list]:
+            store: StateStore) -> tuple[dict, SavedPool | None]:
     """Everything the loop carries, as it was at the saved step; returns the batches produced for the
     steps after it (`producer.py`: restored, not sampled again) and, with partial rollouts, the
-    groups that were in flight (their envs rebuilt by the producer: `rollout/partial.py`)."""
+    groups that were in flight (their envs rebuilt by the producer: `rollout/partial.py`; a state
+    written before groups were kept holds only their tasks, `partial_in_flight`, which start over)."""
     extras = saved.load("extras")
     sharding.load_optimizer_state(run.model, run.optimizer, saved.load("optimizer"))
     if run.scorer.critic is not None:
@@ -312,4 +314,7 @@ def _resume(run: RLRun, monitor: CollapseMonitor, remedies: Remedies, saved: Sav
         setattr(run.hacking, k, v)
     remedies.healthy = extras["healthy"]
     run.reconfigure(with_values(run.cfg, saved.progress.remedied))
-    return extras.get("in_flight", {}), extras.get("partial_pool")
+    pool = extras.get("partial_pool")
+    if pool is None and extras.get("partial_in_flight"):
+        pool = SavedPool(tuple(extras["partial_in_flight"]))
+    return extras.get("in_flight", {}), pool

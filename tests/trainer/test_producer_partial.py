@@ -194,3 +194,24 @@ def test_a_group_whose_env_does_not_replay_restarts_from_its_task(tmp_path, monk
     resumed = [e for e in events if e.get("event") == "partial_rollouts_resumed"]
     assert [e["restarted"] for e in resumed] == [len(held[name].groups) + len(held[name].pending)]
     assert not Counter(g.task.id for g in held[name].groups) - Counter(g.task.id for _, gs in after for g in gs)
+
+
+def test_a_state_that_kept_only_the_tasks_in_flight_restarts_them(tmp_path, monkeypatch):
+    """A state checkpoint written before the groups themselves were kept holds only their tasks
+    (`partial_in_flight`): a resume from it starts each over, says how many, and trains each."""
+    import torch
+
+    a = tmp_path / "a"
+    _run(a, monkeypatch, "checkpoint.keep_last=0")
+    monkeypatch.undo()
+    states = sorted((a / "checkpoints" / "state").glob("*-rl-step*"))
+    held = {s.name: torch.load(s / "extras.pt", weights_only=False) for s in states}
+    name = next(n for n in sorted(held) if held[n]["partial_pool"].groups)
+    extras = held[name]
+    tasks = [*extras["partial_pool"].pending, *(g.task for g in extras.pop("partial_pool").groups)]
+    torch.save({**extras, "partial_in_flight": tasks}, a / "checkpoints" / "state" / name / "extras.pt")
+    after = _resumed_from(a, name, tmp_path / "b", monkeypatch)
+    events = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    resumed = [e for e in events if e.get("event") == "partial_rollouts_resumed"]
+    assert [(e["groups"], e["restarted"]) for e in resumed] == [(0, len(tasks))]
+    assert not Counter(t.id for t in tasks) - Counter(g.task.id for _, gs in after for g in gs)
