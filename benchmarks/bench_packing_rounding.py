@@ -57,7 +57,6 @@ class _Kept:
 def gradients(model_name: str, mix_name: str, seed: int, correction: str) -> dict:
     """Each arm's gradient on draw `seed` of the mix, in this process."""
     import torch
-
     from bench_packing import mix
 
     from agentic_rl.models.loader import load_model
