@@ -124,7 +124,7 @@ class OptimConfig:
     minibatches: int = 1  # optimizer steps per rollout batch (PPO minibatches)
     epochs: int = 1  # passes over each rollout batch (PPO epochs)
     micro_batch_rows: int = 8  # groups smaller than this share a forward pass, up to this many rows
-    pack: bool = False  # forward each micro-batch padding-free, its rows back to back (`trainer/batching.py`)
+    pack: bool = True  # forward each micro-batch padding-free, its rows back to back (`trainer/batching.py`); false: right-padded
     # no micro-batch holds more tokens than this: a larger group is cut into parts of its rows (each
     # forwarding the prompt); packed, whole groups fill a micro-batch up to it. 0 = packed: the tokens
     # the memory estimate holds for its largest micro-batch (`models/memory.py`), padded: no bound

@@ -37,7 +37,14 @@ RECIPES = ROOT / "recipes"
 PINNED = {"MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 _QUIET = ["log.progress=false", "log.tensorboard=false"]
-_TINY = ["model.precision=fp32", "model.threads=1", *_QUIET]
+# the recorded cases forward padded (`rl.optim.pack=false`, as when they were recorded)
+_TINY = ["model.precision=fp32", "model.threads=1", "rl.optim.pack=false", *_QUIET]
+_AGENT_REWARD = ["rollout.agent.program=tests/trainer/scored_agent.py:run", "sft.examples=0", "eval.baselines=false",
+                 "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
+                 "rollout.max_turns=4",  # the agent's 4 calls: within the budget
+                 "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1", "rl.optim.minibatches=2", "rl.optim.epochs=2",
+                 "rl.rollout_correction.mode=mis", "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1",
+                 "rollout.agent.concurrency=1"]
 
 # name -> (recipe, overrides). The tiny model never solves a task, so in-process its rewards are all 0
 # and its policy-gradient term is empty: those variants turn on every other loss term (KL, entropy,
@@ -61,15 +68,9 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                      "hindsight.teacher=demonstration", "hindsight.coef=0.5",
                                      "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1",
                                      "rl.tasks.sampler=pass_rate"]),
-    "tiny_agent_reward": ("tiny.yaml", [*_TINY, "rollout.agent.program=tests/trainer/scored_agent.py:run", "sft.examples=0",
-                                        "eval.baselines=false", "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
-                                        "rollout.max_turns=4",  # the agent's 4 calls: within the budget
-                                        "rl.algorithm.clip_low=0.1", "rl.algorithm.clip_high=0.1",
-                                        "rl.optim.minibatches=2", "rl.optim.epochs=2", "rl.rollout_correction.mode=mis",
-                                        "rl.rollout_correction.threshold=1.000001", "rollout.max_concurrent=1",
-                                        "rollout.agent.concurrency=1"]),
+    "tiny_agent_reward": ("tiny.yaml", [*_TINY, *_AGENT_REWARD]),
     # memory_check off: whether RL starts must not depend on what else the machine runs (the estimate is still logged)
-    "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "model.memory_check=false", "rl.steps=2",
+    "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "rl.optim.pack=false", "model.memory_check=false", "rl.steps=2",
                                        "eval.tasks_per_split=8", "eval.batch_size=16",
                                        "log.trajectories_per_step=16", *_QUIET]),
 }

@@ -176,7 +176,7 @@ def test_the_update_is_the_same_padded_packed_and_however_the_tokens_are_cut(tok
         return micro_batches(*args, **kwargs)
 
     monkeypatch.setattr(update_module, "micro_batches", spy)
-    padded = _update_grads(tokenizer, groups, [*algorithm, "rl.optim.micro_batch_rows=4"])
+    padded = _update_grads(tokenizer, groups, [*algorithm, "rl.optim.pack=false", "rl.optim.micro_batch_rows=4"])
     one = _update_grads(tokenizer, groups, [*algorithm, "rl.optim.pack=true", f"rl.optim.micro_batch_tokens={sum(sizes)}"])
     each = _update_grads(tokenizer, groups, [*algorithm, "rl.optim.pack=true", f"rl.optim.micro_batch_tokens={max(sizes)}"])
     assert seen == [3, 1, 3]  # padded: micro_batch_rows 4 is one group a micro-batch
