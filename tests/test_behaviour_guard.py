@@ -18,7 +18,7 @@ import pytest
 
 from tests.guard import CASES, REFERENCE, mismatch, reference, run_pinned
 
-FAST = ("tiny", "tiny_kl_entropy", "tiny_gae", "tiny_agent_reward")  # make test; the others in make test-slow
+FAST = ("tiny", "tiny_kl_entropy", "tiny_gae", "tiny_agent_reward", "tiny_packed")  # make test; the others in make test-slow
 
 
 def _params():

@@ -37,8 +37,10 @@ RECIPES = ROOT / "recipes"
 PINNED = {"MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 _QUIET = ["log.progress=false", "log.tensorboard=false"]
-# the recorded cases forward padded (`rl.optim.pack=false`, as when they were recorded)
+# the recorded cases forward padded (`rl.optim.pack=false`, as when they were recorded); tiny_packed
+# guards the default padding-free layout
 _TINY = ["model.precision=fp32", "model.threads=1", "rl.optim.pack=false", *_QUIET]
+_TINY_PACKED = ["model.precision=fp32", "model.threads=1", *_QUIET]
 _AGENT_REWARD = ["rollout.agent.program=tests/trainer/scored_agent.py:run", "sft.examples=0", "eval.baselines=false",
                  "eval.tasks_per_split=2", "rollout.max_episode_tokens=128",
                  "rollout.max_turns=4",  # the agent's 4 calls: within the budget
@@ -69,6 +71,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                      "rl.filters.dynamic_sampling=true", "rl.filters.max_refill_rounds=1",
                                      "rl.tasks.sampler=pass_rate"]),
     "tiny_agent_reward": ("tiny.yaml", [*_TINY, *_AGENT_REWARD]),
+    # the default padding-free layout, with a KL term beside the clipped and masked policy gradient
+    "tiny_packed": ("tiny.yaml", [*_TINY_PACKED, *_AGENT_REWARD, "rl.algorithm.kl_coef=0.05"]),
     # memory_check off: whether RL starts must not depend on what else the machine runs (the estimate is still logged)
     "calculator": ("calculator.yaml", ["model.precision=fp32", "model.threads=1", "rl.optim.pack=false", "model.memory_check=false", "rl.steps=2",
                                        "eval.tasks_per_split=8", "eval.batch_size=16",
