@@ -8,8 +8,8 @@ own (one torch thread, the calculator recipe's precision and loss), after a warm
 short group: the update's seconds and the growth of the process's peak resident memory over what
 it held after the warm-up (`ru_maxrss`), so no arm hides another's peak. SGD, so no optimizer
 state enters the peak. The arms: `padded` (micro-batches of `rl.optim.micro_batch_rows` rows, a
-ragged group cut in two, today's default) and `packed` (`rl.optim.pack: true`, micro-batches by
-the memory estimate's token budget).
+ragged group cut in two, `rl.optim.pack: false`) and `packed` (`rl.optim.pack: true`, the default,
+micro-batches by the memory estimate's token budget).
 
 The mixes are synthetic episodes of the calculator's shape, token ids drawn at random (the model's
 numbers do not depend on which tokens they are), with a 288-token system prompt every group shares
@@ -125,6 +125,13 @@ def run_arm(mix_name: str, arm: str, model_name: str, precision: str = "") -> di
             "gradient_checkpointing": cfg.model.gradient_checkpointing}
 
 
+def _cpu() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it ('' where it gives none)."""
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mixes", default="main_job,long_tail")
@@ -153,7 +160,8 @@ def main() -> None:
         ratios[m] = {"time_padded_over_packed": round(pad["update_s"] / pack["update_s"], 2),
                      "peak_padded_over_packed": round(pad["peak_growth_gb"] / max(pack["peak_growth_gb"], 1e-3), 2),
                      "grad_norm_rel_diff": abs(pad["grad_norm"] - pack["grad_norm"]) / max(pad["grad_norm"], 1e-12)}
-    result = {"model": args.model, "threads": 1, "date": time.strftime("%Y-%m-%d"), "arms": rows, "ratios": ratios}
+    result = {"model": args.model, "threads": 1, "date": time.strftime("%Y-%m-%d"), "cpu": _cpu(), "arms": rows,
+              "ratios": ratios}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(ratios, indent=1))
