@@ -2,7 +2,7 @@
 
     python benchmarks/bench_agent_concurrency.py [--model tiny | smollm2] [--concurrency 1 8 32]
         [--episodes 32] [--repeats 1] [--agent examples/openai_calculator_agent.py:run]
-        [--vllm-python .venv-vllm/bin/python | --vllm-url URL]
+        [--vllm-python .venv-vllm/bin/python | --vllm-url URL] [--engines embedded,served,vllm]
 
 The agent (by default the shipped example, a plain `openai` SDK program with function calling)
 runs `--episodes` episodes of the env's training tasks (one a task) through the proxy the trainer
@@ -12,8 +12,9 @@ process, through the served engine) and vLLM with `--vllm-python` (started as
 `rollout.engine.name: managed_vllm` starts it) or `--vllm-url`. `--model tiny` is the tiny random
 model on the tiny recipe (a quick check that everything runs; its figures say nothing of a real
 model), `--model smollm2` the proxy recipe's (recipes/proxy_calculator.yaml). Each cell is the best
-of `--repeats`, after one warm-up episode per engine. Reports episodes/s, model calls/s and
-generated tokens/s; writes benchmarks/results/agent_concurrency_{model}.json.
+of `--repeats`, after one warm-up episode per engine; `--engines` names the ones to measure (all
+that are set up, by default). Reports episodes/s, model calls/s and
+generated tokens/s; writes benchmarks/results/agent_concurrency_{model}.json (or `--out`).
 """
 
 from __future__ import annotations
@@ -63,12 +64,17 @@ def measure(agent, engine, tokenizer, cfg, tasks, concurrency: int) -> dict[str,
 
 
 def engines(args, model, tokenizer, cfg, tmp: Path) -> tuple[dict, list]:
-    """The engines to measure, and the servers started for them."""
+    """The engines to measure (`args.engines`), and the servers started for them."""
     path = save_checkpoint(model, tokenizer, tmp / "policy")
-    proc, url = start_server(serve_command(path, cfg.model.precision, "cpu"), tmp / "server.log")
-    out = {"embedded": HFEngine(model, tokenizer, cfg.model.precision),
-           "served (agentic-rl serve)": ServedEngine(url, tokenizer, model)}
-    servers = [proc]
+    out, servers = {}, []
+    if "embedded" in args.engines:
+        out["embedded"] = HFEngine(model, tokenizer, cfg.model.precision)
+    if "served" in args.engines:
+        proc, url = start_server(serve_command(path, cfg.model.precision, "cpu"), tmp / "server.log")
+        out["served (agentic-rl serve)"] = ServedEngine(url, tokenizer, model)
+        servers.append(proc)
+    if "vllm" not in args.engines:
+        return out, servers
     if args.vllm_python:
         vproc, args.vllm_url = start_server(vllm_command(path, cfg.model.precision, args.vllm_python), tmp / "vllm.log")
         servers.append(vproc)
@@ -86,7 +92,10 @@ def main() -> None:
     ap.add_argument("--agent", default="examples/openai_calculator_agent.py:run")
     ap.add_argument("--vllm-url", default="")
     ap.add_argument("--vllm-python", default="")
+    ap.add_argument("--engines", default="embedded,served,vllm", help="comma-separated: embedded, served, vllm")
+    ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/agent_concurrency_MODEL.json")
     args = ap.parse_args()
+    args.engines = set(args.engines.split(","))
     cfg = load_config(RECIPES[args.model], [f"model.name={args.model}"])
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", torch.get_num_threads()))))
     model, tokenizer = load_model(args.model, device="cpu")
@@ -107,8 +116,8 @@ def main() -> None:
             for server in servers:
                 stop_server(server)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"agent_concurrency_{args.model}.json"
+    out = args.out or RESULTS / f"agent_concurrency_{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": args.model, "recipe": RECIPES[args.model], "agent": args.agent,
                                "episodes": args.episodes, "repeats": args.repeats, "threads": torch.get_num_threads(),
                                "date": time.strftime("%Y-%m-%d"), "commit": commit, "engines": table}, indent=2))
