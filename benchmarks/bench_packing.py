@@ -125,14 +125,9 @@ def run_arm(mix_name: str, arm: str, model_name: str, precision: str = "") -> di
             "gradient_checkpointing": cfg.model.gradient_checkpointing}
 
 
-def _cpu() -> str:
-    """The CPU's model name, as /proc/cpuinfo gives it ('' where it gives none)."""
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.exists() else []
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-
-
 def main() -> None:
+    from agentic_rl.models.precision import cpu_model
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mixes", default="main_job,long_tail")
     p.add_argument("--model", default="smollm2")
@@ -160,7 +155,7 @@ def main() -> None:
         ratios[m] = {"time_padded_over_packed": round(pad["update_s"] / pack["update_s"], 2),
                      "peak_padded_over_packed": round(pad["peak_growth_gb"] / max(pack["peak_growth_gb"], 1e-3), 2),
                      "grad_norm_rel_diff": abs(pad["grad_norm"] - pack["grad_norm"]) / max(pad["grad_norm"], 1e-12)}
-    result = {"model": args.model, "threads": 1, "date": time.strftime("%Y-%m-%d"), "cpu": _cpu(), "arms": rows,
+    result = {"model": args.model, "threads": 1, "date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "arms": rows,
               "ratios": ratios}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -34,6 +34,7 @@ from agentic_rl.algorithms import advantages as adv_module
 from agentic_rl.data.curriculum import make_sampler
 from agentic_rl.engines.hf import HFEngine
 from agentic_rl.models import forward as forward_module
+from agentic_rl.models.precision import cpu_model
 from agentic_rl.rewards.scoring import score_groups
 from agentic_rl.rollout.loop import rollout
 from agentic_rl.trainer import update as update_module
@@ -126,7 +127,7 @@ def main() -> None:
             print(arm, {k: round(v, 4) for k, v in runs[arm][-1].items()}, flush=True)
     median = {arm: statistics.median(r["seconds"] for r in rs) for arm, rs in runs.items()}
     out = {
-        "machine": {"threads": args.threads, "cpu": _cpu()},
+        "machine": {"threads": args.threads, "cpu": cpu_model()},
         "rollout_s": round(rollout_s, 1),
         "groups": len(groups),
         "groups_with_spread": sum(len(set(g.rewards)) > 1 for g in groups),
@@ -138,13 +139,6 @@ def main() -> None:
     }
     RESULTS.write_text(json.dumps(out, indent=2))
     print(json.dumps({k: out[k] for k in ("rollout_s", "groups_with_spread", "median_s", "speedup_vs_flat_kept", "speedup_vs_shared")}))
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -78,10 +78,14 @@ class CPUChoice:
     source: str  # "no native bf16" | "measured" | "cached"
 
 
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it ("unknown cpu" where it gives none)."""
+    return next((line.split(":", 1)[1].strip() for line in _cpu_info().splitlines() if line.startswith("model name")),
+                "unknown cpu")
+
+
 def _machine_key() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in _cpu_info().splitlines() if line.startswith("model name")),
-                 "unknown cpu")
-    return f"{model} | {torch.get_num_threads()} threads | torch {torch.__version__}"
+    return f"{cpu_model()} | {torch.get_num_threads()} threads | torch {torch.__version__}"
 
 
 def _cache_file() -> Path:

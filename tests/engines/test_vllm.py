@@ -199,7 +199,6 @@ def test_agent_episodes_through_the_proxy_in_front_of_vllm_train(tmp_path):
     assert sorted(map(frozenset, steps.values()), key=min) == [{0}, {1}]
 
 
-
 def test_32_agents_at_once_through_the_proxy_in_front_of_vllm_all_finish(smollm2, tmp_path_factory):
     """32 episodes of the example agent at once through the recording proxy on vLLM (the 32-agent
     cell of benchmarks/bench_agent_concurrency.py): every episode finishes, none an infrastructure
